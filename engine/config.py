@@ -1,0 +1,103 @@
+"""SpecConfig: every knob of one speculative decoding run, validated on creation.
+
+Field names match the trace's `config` object (DESIGN.md section 3), so a config
+round-trips through JSON unchanged. Pure Python: no torch import, so the UI can
+build and validate configs without loading a model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+DRAFTERS = ("model", "ngram")
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+CUTOFF_MODES = ("truncate", "none", "zero_fill")
+MAX_K = 32
+
+
+class ConfigError(ValueError):
+    """A setting a user typed is out of range; the message is one readable line."""
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Settings of one generation. Model names and dtypes are filled in from the
+    loaded pair when the engine starts, so the trace says what really ran."""
+
+    k: int = 4                       # draft tokens proposed per step (the maximum when adaptive)
+    temperature: float = 0.0         # 0 = greedy verification
+    top_p: float = 1.0               # nucleus mass kept, in (0, 1]
+    top_k: int = 0                   # 0 = no top-k filter
+    max_new_tokens: int = 64         # exactly this many new tokens unless EOS comes first
+    seed: int = 0                    # seeds every random draw of the run
+    drafter: str = "model"           # "model" (draft LM) or "ngram" (prompt lookup)
+    adaptive_k: bool = False         # transformers' heuristic: +2 after a full accept, -1 otherwise
+    confidence_threshold: float = 0.0  # stop drafting once the draft's top prob falls below (0 = off)
+    ngram_min: int = 1               # prompt lookup: shortest suffix n-gram to match
+    ngram_max: int = 3               # prompt lookup: longest suffix n-gram to match
+    raw: bool = False                # True: send the prompt as is, skipping the chat template
+    # Lab mode (problems B-D switched off); defaults are the correct engine.
+    carryover: bool = True           # feed d_k + bonus to the draft after a fully accepted step
+    cutoff_mode: str = "truncate"    # "truncate" | "none" (keep rejected KV) | "zero_fill" (lab C)
+    draft_temperature: float = -1.0  # >= 0: the draft samples at this temperature while the
+                                     # target verifies greedily (Medusa ultra-min); -1 = off
+    # Filled from the loaded pair by the engine.
+    draft: str = ""
+    target: str = ""
+    device: str = ""
+    draft_dtype: str = ""
+    target_dtype: str = ""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")
+        _check(_is_number(self.temperature) and 0.0 <= self.temperature <= 10.0,
+               f"temperature must be between 0 and 10, got {self.temperature!r}")
+        _check(_is_number(self.top_p) and 0.0 < self.top_p <= 1.0, f"top-p must be in (0, 1], got {self.top_p!r}")
+        _check(isinstance(self.top_k, int) and self.top_k >= 0, f"top-k must be a whole number >= 0, got {self.top_k!r}")
+        _check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= 4096,
+               f"max new tokens must be an integer from 1 to 4096, got {self.max_new_tokens!r}")
+        _check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"seed must be a whole number >= 0, got {self.seed!r}")
+        _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        _check(_is_number(self.confidence_threshold) and 0.0 <= self.confidence_threshold < 1.0,
+               f"confidence threshold must be in [0, 1), got {self.confidence_threshold!r}")
+        _check(isinstance(self.ngram_min, int) and isinstance(self.ngram_max, int)
+               and 1 <= self.ngram_min <= self.ngram_max <= 16,
+               f"n-gram sizes need 1 <= min <= max <= 16, got {self.ngram_min!r}..{self.ngram_max!r}")
+        _check(self.cutoff_mode in CUTOFF_MODES, f"cutoff mode must be one of {', '.join(CUTOFF_MODES)}, got {self.cutoff_mode!r}")
+        _check(_is_number(self.draft_temperature) and (self.draft_temperature == -1.0 or 0.0 <= self.draft_temperature <= 10.0),
+               f"draft temperature must be -1 (off) or between 0 and 10, got {self.draft_temperature!r}")
+        _check(self.draft_temperature < 0 or self.temperature == 0.0,
+               "sampled drafting with greedy verification needs temperature 0 for the target")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def is_lab_mode(self) -> bool:
+        """True when any piece of the correct engine is switched off."""
+        return not self.carryover or self.cutoff_mode != "truncate" or self.draft_temperature >= 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SpecConfig":
+        """Build from a trace's config, ignoring fields this version does not know."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    def replace(self, **changes: Any) -> "SpecConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)

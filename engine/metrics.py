@@ -1,0 +1,98 @@
+"""Summary metrics derived from step records, never counted on the side.
+
+Definitions (also in the README):
+- acceptance rate = accepted draft tokens / drafted tokens;
+- mean accepted length = emitted tokens per step, the bonus/recovered token included;
+- per-position acceptance[i] = P(draft i accepted | draft i was verified);
+- accepted-length histogram[n] = number of steps that accepted exactly n drafts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from engine.records import StepRecord
+
+
+@dataclass(frozen=True)
+class BaselineStats:
+    """Target-only decoding of the same prompt and config, for the speedup and identity check."""
+
+    tokens_per_s: float
+    identical: bool
+    wall_s: float = 0.0
+    exact_expected: bool = True      # False when dtypes/sampling make bit-identity not guaranteed
+
+
+@dataclass(frozen=True)
+class Summary:
+    new_tokens: int
+    steps: int
+    target_forwards: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float | None
+    mean_accepted_length: float | None
+    per_position_acceptance: tuple[float | None, ...]
+    accepted_length_histogram: tuple[int, ...]
+    wall_s: float
+    tokens_per_s: float | None
+    baseline: BaselineStats | None
+    estimated_alpha: float | None    # mean over draft positions of sum_x min(p(x), q(x))
+    cost_ratio: float | None         # draft time per drafted token / verify time per step
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline is None or not self.tokens_per_s or not self.baseline.tokens_per_s:
+            return None
+        return self.tokens_per_s / self.baseline.tokens_per_s
+
+
+def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStats | None = None) -> Summary:
+    """Compute every summary figure from the steps alone."""
+    new_tokens = sum(step.num_emitted for step in steps)
+    drafted = sum(step.k for step in steps)
+    accepted = sum(step.num_accepted for step in steps)
+    max_k = max((step.k for step in steps), default=0)
+    reached = [0] * max_k
+    accepted_at = [0] * max_k
+    histogram = [0] * (max_k + 1)
+    for step in steps:
+        histogram[step.num_accepted] += 1
+        for position, verdict in enumerate(step.verdicts):
+            if verdict != "unverified":
+                reached[position] += 1
+                accepted_at[position] += verdict == "accepted"
+    overlaps = [value for step in steps for value in step.overlap]
+    draft_ms = sum(step.timing.draft for step in steps)
+    verify_ms = sum(step.timing.verify for step in steps)
+    cost_ratio = (draft_ms / drafted) / (verify_ms / len(steps)) if drafted and verify_ms > 0 else None
+    return Summary(
+        new_tokens=new_tokens,
+        steps=len(steps),
+        target_forwards=len(steps),
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else None,
+        mean_accepted_length=new_tokens / len(steps) if steps else None,
+        per_position_acceptance=tuple(a / r if r else None for a, r in zip(accepted_at, reached)),
+        accepted_length_histogram=tuple(histogram),
+        wall_s=wall_s,
+        tokens_per_s=new_tokens / wall_s if wall_s > 0 else None,
+        baseline=baseline,
+        estimated_alpha=sum(overlaps) / len(overlaps) if overlaps else None,
+        cost_ratio=cost_ratio,
+    )
+
+
+def expected_tokens_per_step(alpha: float, k: int) -> float:
+    """E = (1 - a^(k+1)) / (1 - a): expected emitted tokens per step, bonus included."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
+    """(1 - a^(k+1)) / ((1 - a)(k c + 1)): Leviathan et al.'s walltime improvement factor."""
+    return expected_tokens_per_step(alpha, k) / (k * cost_ratio + 1.0)

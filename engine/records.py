@@ -1,0 +1,98 @@
+"""Step records: frozen dataclasses of plain values that describe one engine step.
+
+These are what the recorder writes and what every figure draws. No tensors ever
+reach them, so a trace is cheap to keep, safe to serialise, and replayable
+without a model. Field names follow DESIGN.md section 3 (schema specviz.trace/1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERDICTS = ("accepted", "rejected", "unverified")
+EMIT_KINDS = ("accepted", "recovered", "bonus")
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One of a model's most likely tokens at a position."""
+
+    id: int
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class DraftToken:
+    id: int
+    text: str
+    q: float | None                   # draft probability of this token (None: n-gram point mass)
+    top: tuple[Alternative, ...] = ()
+
+
+@dataclass(frozen=True)
+class TargetToken:
+    id: int                           # the token the target emits at this position if reached, else its argmax
+    text: str
+    p: float | None                   # target probability of the draft token here (None at the bonus position)
+    top: tuple[Alternative, ...] = ()
+
+
+@dataclass(frozen=True)
+class EmittedToken:
+    id: int
+    text: str
+    kind: str                         # "accepted" | "recovered" | "bonus"
+
+
+@dataclass(frozen=True)
+class CacheLengths:
+    """One model's KV cache length through a step; `cutoff` positions were removed."""
+
+    before: int
+    after_forward: int
+    cutoff: int
+    after_cutoff: int
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    draft: float                      # milliseconds
+    verify: float
+    total: float
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    index: int
+    context_len: int                  # committed tokens (prompt + emitted) before the step
+    k: int                            # draft tokens actually proposed this step
+    carryover: tuple[Token, ...]      # fed to the draft model before drafting
+    draft: tuple[DraftToken, ...]
+    target: tuple[TargetToken, ...]   # k + 1 entries
+    verdicts: tuple[str, ...]         # one per draft token
+    accept_prob: tuple[float | None, ...]  # min(1, p/q) per draft token; None in greedy mode
+    draws: tuple[float | None, ...]   # the uniform draw compared with accept_prob; None in greedy mode
+    num_accepted: int
+    emitted: tuple[EmittedToken, ...]
+    kv_target: CacheLengths
+    kv_draft: CacheLengths | None     # None for the n-gram drafter
+    timing: StepTiming
+    eos: bool
+    residual: tuple[Alternative, ...] = ()   # top of norm(max(0, p - q)) at a sampled rejection
+    overlap: tuple[float, ...] = ()          # sum_x min(p(x), q(x)) per draft position
+
+    @property
+    def num_emitted(self) -> int:
+        return len(self.emitted)
+
+    @property
+    def rejected_at(self) -> int | None:
+        """Draft position (0-based) of the first rejection, or None."""
+        return self.verdicts.index("rejected") if "rejected" in self.verdicts else None
