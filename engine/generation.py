@@ -1,0 +1,148 @@
+"""One generation in progress: the step loop draft -> verify -> accept -> cutoff -> emit.
+
+`Generation.step()` runs exactly one step and returns its record, so a caller (the
+UI's generator, the CLI, a test) decides when to continue and can stop between
+any two steps with a valid partial trace in hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import time
+
+import torch
+
+from engine.config import SpecConfig
+from engine.drafters import Drafter, ModelDrafter, NgramDrafter, Proposal
+from engine.kv import KVCache
+from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
+from engine.recorder import StepData, StepRecorder
+from engine.sampling import SamplingParams, to_probs
+from engine.trace import TextTokens, Trace
+from engine.verify import Acceptance, accept_greedy, accept_sampling
+
+if TYPE_CHECKING:
+    from engine.models import ModelPair
+
+
+class Generation:
+    """State between steps: committed tokens, the target cache, the drafter and its cache."""
+
+    def __init__(self, pair: ModelPair, prompt_text: str, prompt_ids: list[int], config: SpecConfig,
+                 detailed: bool = True):
+        self.pair = pair
+        self.config = config
+        self.prompt = TextTokens(prompt_text, tuple(prompt_ids))
+        self.committed = list(prompt_ids)
+        self.params = SamplingParams(config.temperature, config.top_k, config.top_p)
+        self.generator = torch.Generator(device=pair.device).manual_seed(config.seed)
+        self.target = KVCache(pair.target)
+        self.drafter = self._make_drafter()
+        self.recorder = StepRecorder(pair.token_text, detailed)
+        self.records: list[StepRecord] = []
+        self.next_k = config.k
+        self.is_done = False
+        self.elapsed_s = 0.0
+
+    @property
+    def num_new_tokens(self) -> int:
+        return len(self.committed) - len(self.prompt.token_ids)
+
+    def step(self) -> StepRecord:
+        """Run one step and return its record."""
+        if self.is_done:
+            raise RuntimeError("generation already finished")
+        started = time.perf_counter()
+        with torch.inference_mode():
+            context_len = len(self.committed)
+            proposal = self.drafter.propose(self.committed, self._draft_length())            # 1. draft
+            target_logits, target_probs, kv_before, kv_forward, verify_ms = self._verify(proposal)   # 2. verify
+            acceptance = self._accept(proposal, target_logits, target_probs)                 # 3. accept
+            kv_target, kv_draft = self._cutoff(proposal, acceptance, kv_before, kv_forward)  # 4. cutoff
+            emitted, eos = self._emit(proposal, acceptance)                                  # 5. emit
+            self._adapt_draft_length(len(proposal.token_ids), acceptance.num_accepted)
+            total_ms = (time.perf_counter() - started) * 1000
+            record = self.recorder.record(StepData(
+                index=len(self.records), context_len=context_len, proposal=proposal, target_probs=target_probs,
+                acceptance=acceptance, emitted=emitted, kv_target=kv_target, kv_draft=kv_draft,
+                timing=StepTiming(proposal.elapsed_ms, verify_ms, total_ms), eos=eos,
+                is_greedy=self.params.is_greedy))
+        self.elapsed_s += time.perf_counter() - started
+        self.records.append(record)
+        return record
+
+    def trace(self) -> Trace:
+        """A valid trace of everything so far (complete=False until generation ends)."""
+        new_ids = self.committed[len(self.prompt.token_ids):]
+        return Trace(config=self.config, prompt=self.prompt,
+                     output=TextTokens(self.pair.decode(new_ids), tuple(new_ids)),
+                     steps=tuple(self.records), wall_s=self.elapsed_s, complete=self.is_done)
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def _make_drafter(self) -> Drafter:
+        config = self.config
+        if config.drafter == "ngram":
+            return NgramDrafter(config.ngram_min, config.ngram_max)
+        if self.pair.draft is None:
+            raise ValueError(f"the {self.pair.target_name} pair has no draft model; use the n-gram drafter")
+        draft_params = self.params
+        if config.draft_temperature >= 0:    # lab: sampled drafting, greedy verification
+            draft_params = SamplingParams(config.draft_temperature, config.top_k, config.top_p)
+        return ModelDrafter(self.pair.draft, draft_params, self.generator, len(self.prompt.token_ids),
+                            config.confidence_threshold, config.carryover, config.cutoff_mode)
+
+    def _draft_length(self) -> int:
+        """The k for this step: adaptive or fixed, never past the token budget or the context."""
+        remaining = self.config.max_new_tokens - self.num_new_tokens
+        room = self.pair.max_context - len(self.committed) - 1
+        return max(0, min(self.next_k, remaining - 1, room))
+
+    def _verify(self, proposal: Proposal):
+        """One target forward over its pending tokens and the drafts: k+1 distributions."""
+        started = time.perf_counter()
+        pending = self.committed[self.target.num_committed:]
+        k = len(proposal.token_ids)
+        result = self.target.forward(pending + proposal.token_ids, num_logits=k + 1)
+        self.target.num_committed = len(self.committed)
+        target_logits = result.logits                                                    # (k+1, V)
+        target_probs = to_probs(target_logits, self.params)                             # (k+1, V)
+        return target_logits, target_probs, result.length_before, result.length_after, \
+            (time.perf_counter() - started) * 1000
+
+    def _accept(self, proposal: Proposal, target_logits: torch.Tensor, target_probs: torch.Tensor) -> Acceptance:
+        if self.params.is_greedy:
+            return accept_greedy(proposal.token_ids, target_logits)
+        return accept_sampling(proposal.token_ids, proposal.probs, target_probs, self.generator)
+
+    def _cutoff(self, proposal: Proposal, acceptance: Acceptance, kv_before: int,
+                kv_forward: int) -> tuple[CacheLengths, CacheLengths | None]:
+        """Remove rejected positions: the target loses k - accepted, the draft max(0, k - accepted - 1)."""
+        cut = len(proposal.token_ids) - acceptance.num_accepted
+        self.target.cutoff(cut, self.config.cutoff_mode)
+        self.target.num_committed += acceptance.num_accepted
+        kv_target = CacheLengths(kv_before, kv_forward, cut, self.target.length)
+        return kv_target, self.drafter.on_verified(proposal, acceptance.num_accepted)
+
+    def _emit(self, proposal: Proposal, acceptance: Acceptance) -> tuple[list[EmittedToken], bool]:
+        """Append accepted + 1 tokens, stopping at EOS (inclusive) or the token budget."""
+        run = [(token, "accepted") for token in proposal.token_ids[:acceptance.num_accepted]]
+        run.append((acceptance.next_token, acceptance.next_kind))
+        run = run[:self.config.max_new_tokens - self.num_new_tokens]
+        emitted, eos = [], False
+        for token, kind in run:
+            emitted.append(EmittedToken(token, self.pair.token_text(token) if self.recorder.detailed else "", kind))
+            if token in self.pair.eos_token_ids:
+                eos = True
+                break
+        self.committed.extend(token.id for token in emitted)
+        self.is_done = eos or self.num_new_tokens >= self.config.max_new_tokens
+        return emitted, eos
+
+    def _adapt_draft_length(self, k: int, num_accepted: int) -> None:
+        """transformers' heuristic: +2 after a fully accepted step, -1 otherwise, within [1, 2k]."""
+        if not self.config.adaptive_k or k == 0:
+            return
+        step = 2 if num_accepted == k else -1
+        self.next_k = max(1, min(2 * self.config.k, 32, self.next_k + step))
