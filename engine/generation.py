@@ -30,7 +30,7 @@ class Generation:
     """State between steps: committed tokens, the target cache, the drafter and its cache."""
 
     def __init__(self, pair: ModelPair, prompt_text: str, prompt_ids: list[int], config: SpecConfig,
-                 detailed: bool = True):
+                 detailed: bool = True, drafter: Drafter | None = None):
         self.pair = pair
         self.config = config
         self.prompt = TextTokens(prompt_text, tuple(prompt_ids))
@@ -38,7 +38,7 @@ class Generation:
         self.params = SamplingParams(config.temperature, config.top_k, config.top_p)
         self.generator = torch.Generator(device=pair.device).manual_seed(config.seed)
         self.target = KVCache(pair.target)
-        self.drafter = self._make_drafter()
+        self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
         self.next_k = config.k

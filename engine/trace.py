@@ -114,8 +114,11 @@ class _Reader:
             raise TraceFormatError(f"{where or 'trace'} must be an object, got {type(data).__name__}")
         self.data, self.where = data, where
 
+    def path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
     def _get(self, key: str, check: Callable[[Any], bool], kind: str, optional: bool = False) -> Any:
-        path = f"{self.where}.{key}" if self.where else key
+        path = self.path(key)
         if key not in self.data:
             if optional:
                 return None
@@ -151,10 +154,10 @@ class _Reader:
 
     def obj(self, key: str, optional: bool = False) -> "_Reader | None":
         value = self._get(key, lambda v: isinstance(v, dict), "an object", optional)
-        return None if value is None else _Reader(value, f"{self.where}.{key}" if self.where else key)
+        return None if value is None else _Reader(value, self.path(key))
 
     def items(self, key: str, optional: bool = False) -> list["_Reader"]:
-        return [_Reader(item, f"{self.where}.{key}[{i}]") for i, item in enumerate(self.list(key, optional))]
+        return [_Reader(item, f"{self.path(key)}[{i}]") for i, item in enumerate(self.list(key, optional))]
 
 
 def _alternatives(reader: _Reader) -> tuple[Alternative, ...]:

@@ -1,0 +1,7 @@
+"""`python -m engine run|sweep ...`: see engine/cli.py."""
+
+import sys
+
+from engine.cli import main
+
+sys.exit(main())

@@ -1,0 +1,44 @@
+"""Plain-text summary of a trace for the terminal (one screen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.trace import Trace
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def format_summary(trace: Trace, out_path: Path | None = None) -> str:
+    config, summary = trace.config, trace.summary
+    mode = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, top-p {config.top_p:g}, top-k {config.top_k}"
+    lines = [
+        f"pair         {config.draft} -> {config.target} ({config.drafter} drafter, {config.device}, "
+        f"draft {config.draft_dtype or '-'}, target {config.target_dtype})",
+        f"settings     k={config.k}{' adaptive' if config.adaptive_k else ''}, {mode}, seed {config.seed}",
+        f"tokens       {summary.new_tokens} new tokens in {summary.steps} steps "
+        f"({summary.target_forwards} target forwards{', stopped at EOS' if trace.steps and trace.steps[-1].eos else ''})",
+        f"acceptance   {_pct(summary.acceptance_rate)} of {summary.drafted} drafted tokens accepted",
+        f"mean length  {_num(summary.mean_accepted_length)} tokens per step (bonus/recovered token included)",
+        "per position " + " ".join(_pct(value) for value in summary.per_position_acceptance),
+        f"speed        {_num(summary.tokens_per_s, 1)} tok/s over {summary.wall_s:.2f} s",
+    ]
+    if summary.baseline is not None:
+        baseline = summary.baseline
+        identical = "yes" if baseline.identical else "no"
+        if not baseline.identical and not baseline.exact_expected:
+            identical += " (not guaranteed here: sampling or a reduced-precision target)"
+        lines += [f"baseline     target-only {baseline.tokens_per_s:.1f} tok/s; speedup {_num(summary.speedup)}x",
+                  f"identical    {identical}"]
+    if config.is_lab_mode:
+        lines.append("lab mode     pieces of the engine are switched off: output may differ from target-only")
+    lines.append(f"output       {trace.output.text!r}")
+    if out_path is not None:
+        lines.append(f"trace        written to {out_path}")
+    return "\n".join(lines)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Quick start, command 2: set up .venv with the test tools and run the whole suite,
+# real-model and browser tests included (extra arguments go to pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh dev
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "Installing Debian's chromium for the browser test..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+  else
+    echo "note: /usr/bin/chromium is missing (install Debian's chromium): the browser test will be skipped" >&2
+  fi
+fi
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1
+# -m "" selects every marker: real models and the browser included.
+exec .venv/bin/python -m pytest -m "" -q "$@"

@@ -1,0 +1,44 @@
+"""Hand-made step records for tests of metrics and parsing (no model involved)."""
+
+from __future__ import annotations
+
+from engine.config import SpecConfig
+from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
+from engine.trace import TextTokens, Trace
+
+
+def make_step(index: int, k: int, num_accepted: int, context_len: int = 10, first_id: int = 1,
+              eos: bool = False) -> StepRecord:
+    """A greedy step drafting ids first_id.. with num_accepted accepted; the target differs at the rejection."""
+    draft_ids = list(range(first_id, first_id + k))
+    verdicts = tuple("accepted" if i < num_accepted else "rejected" if i == num_accepted else "unverified"
+                     for i in range(k))
+    next_id = 90 + index
+    target_ids = draft_ids[:num_accepted] + [next_id] + [0] * (k - num_accepted)
+    kind = "bonus" if num_accepted == k else "recovered"
+    emitted = tuple(EmittedToken(t, f"t{t}", "accepted") for t in draft_ids[:num_accepted]) + \
+        (EmittedToken(next_id, f"t{next_id}", kind),)
+    cut = k - num_accepted
+    return StepRecord(
+        index=index, context_len=context_len, k=k, carryover=(),
+        draft=tuple(DraftToken(t, f"t{t}", 0.5) for t in draft_ids),
+        target=tuple(TargetToken(t, f"t{t}", 0.4 if i < k else None) for i, t in enumerate(target_ids)),
+        verdicts=verdicts, accept_prob=(None,) * k, draws=(None,) * k, num_accepted=num_accepted,
+        emitted=emitted,
+        kv_target=CacheLengths(context_len - 1, context_len + k, cut, context_len + num_accepted),
+        kv_draft=CacheLengths(context_len - 1, context_len + k - 1, max(0, k - num_accepted - 1),
+                              context_len + min(num_accepted, k - 1)),
+        timing=StepTiming(draft=4.0 * k, verify=10.0, total=10.0 + 4.0 * k), eos=eos,
+        overlap=tuple(1.0 if v == "accepted" else 0.0 for v in verdicts))
+
+
+def make_trace(shapes: list[tuple[int, int]], wall_s: float = 2.0) -> Trace:
+    """A trace whose steps have the given (k, num_accepted) shapes."""
+    steps, context = [], 10
+    for index, (k, accepted) in enumerate(shapes):
+        step = make_step(index, k, accepted, context)
+        steps.append(step)
+        context += step.num_emitted
+    output = tuple(t.id for step in steps for t in step.emitted)
+    return Trace(config=SpecConfig(k=max(k for k, _ in shapes)), prompt=TextTokens("hi", tuple(range(10))),
+                 output=TextTokens("out", output), steps=tuple(steps), wall_s=wall_s)
