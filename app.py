@@ -1,0 +1,104 @@
+"""SpecViz web app: `python app.py [--host 127.0.0.1] [--port 7860] [--share] [--preset NAME]`.
+
+hysts' pattern: this file builds the model side (`EngineRunner`, which loads model
+pairs lazily and shares them read-only between sessions) and hands it to the UI
+(`specviz.layout.build_demo`). torch is imported only when the first pair loads, so
+the page, with its recorded trace, is up in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from engine.trace import Trace  # noqa: E402  (after the analytics switch)
+from specviz.layout import build_demo  # noqa: E402
+from specviz.runner import Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest  # noqa: E402
+from specviz.theme import css, theme  # noqa: E402
+
+MAX_UPLOAD = "20mb"        # engine.trace.MAX_TRACE_BYTES
+MAX_LOADED_PAIRS = 2       # pairs kept in memory; the least recently used is dropped first
+
+
+class EngineRunner:
+    """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock."""
+
+    def __init__(self, device: str = "auto", default_preset: str | None = None):
+        self.device = device
+        self._default = default_preset
+        self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def presets(self) -> Sequence[PresetInfo]:
+        from engine.presets import PRESETS
+        presets = PRESETS.values() if isinstance(PRESETS, dict) else PRESETS
+        return [PresetInfo(p.name, p.description, p.default_drafter) for p in presets]
+
+    @property
+    def default_preset(self) -> str:
+        from engine.presets import DEFAULT_PRESET
+        return self._default or DEFAULT_PRESET
+
+    def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        from engine import SpeculativeEngine
+        engine = SpeculativeEngine(self._pair(request.models, progress))
+        return engine.start(request.prompt, request.config)
+
+    def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        from engine import SpeculativeEngine
+        return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
+
+    def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
+        from engine import load_pair
+        from engine.models import ModelLoadError
+        with self._lock:
+            if models.key in self._pairs:
+                self._pairs.move_to_end(models.key)
+                return self._pairs[models.key]
+            while len(self._pairs) >= MAX_LOADED_PAIRS:
+                self._pairs.popitem(last=False)
+            which = ({"preset": models.preset} if models.preset
+                     else {"draft": models.draft or None, "target": models.target})
+            try:
+                pair = load_pair(**which, device=self.device, draft_dtype=models.draft_dtype,
+                                 target_dtype=models.target_dtype, progress=progress)
+            except ModelLoadError as error:
+                raise RunnerError(str(error)) from None
+            self._pairs[models.key] = pair
+            return pair
+
+
+def gpu_decorator() -> Callable[[Callable], Callable]:
+    """spaces.GPU on Hugging Face ZeroGPU Spaces, otherwise a no-op."""
+    try:
+        import spaces
+    except ImportError:
+        return lambda fn: fn
+    return spaces.GPU
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="SpecViz: speculative decoding, step by step.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    parser.add_argument("--share", action="store_true", help="create a public Gradio share link")
+    parser.add_argument("--preset", default=None, help="model preset selected when the page opens")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")
+    args = parser.parse_args(argv)
+    runner = EngineRunner(device=args.device, default_preset=args.preset)
+    names = [preset.name for preset in runner.presets()]
+    if args.preset is not None and args.preset not in names:
+        parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
+    demo = build_demo(runner, gpu=gpu_decorator())
+    demo.queue(default_concurrency_limit=1, max_size=32)
+    demo.launch(server_name=args.host, server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD,
+                theme=theme(), css=css())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Acceptance figures: accepted drafts per step, acceptance by draft position, and the
+accepted-length histogram against the i.i.d. (truncated geometric) model."""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+import plotly.graph_objects as go
+
+from engine.metrics import expected_tokens_per_step
+from engine.trace import Trace
+from specviz.figures.common import empty_figure, make_figure
+from specviz.geometric import expected_histogram, verified_acceptance
+from specviz.style import COLORS, FigureStyle
+from specviz.tokens import percent
+
+PER_STEP_TITLE = "Accepted per step"
+POSITION_TITLE = "Acceptance by position"
+HISTOGRAM_TITLE = "Accepted-length histogram"
+MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 2}
+
+
+def _height(style: FigureStyle) -> int:
+    return 400 + 2 * style.font_size
+
+
+def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Bars of accepted drafts (of k drafted) per step, and the running tokens per target forward."""
+    if trace is None or not trace.steps:
+        return empty_figure(PER_STEP_TITLE, "No steps yet.", style)
+    steps = [step.index for step in trace.steps]
+    emitted = list(accumulate(step.num_emitted for step in trace.steps))
+    running = [total / count for count, total in enumerate(emitted, start=1)]
+    traces = [
+        {"type": "bar", "x": steps, "y": [step.k for step in trace.steps], "name": "drafted (k)", "meta": "drafted",
+         "marker": {"color": "rgba(0,0,0,0.08)", "line": {"width": 0}},
+         "hovertemplate": "step %{x}: %{y} drafted<extra></extra>"},
+        {"type": "bar", "x": steps, "y": [step.num_accepted for step in trace.steps], "name": "accepted",
+         "meta": "accepted", "marker": {"color": COLORS["accepted"]},
+         "hovertemplate": "step %{x}: %{y} accepted<extra></extra>"},
+        {"type": "scatter", "x": steps, "y": running, "name": "tokens per target forward (so far)", "meta": "running",
+         "mode": "lines", "line": {"color": COLORS["recovered"], "width": 3},
+         "hovertemplate": "after step %{x}: %{y:.2f} tokens per target forward<extra></extra>"},
+    ]
+    alpha = verified_acceptance(trace.steps)
+    if alpha is not None:
+        k = max(step.k for step in trace.steps)
+        expected = expected_tokens_per_step(alpha, k)
+        traces.append({"type": "scatter", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [expected, expected],
+                       "mode": "lines", "meta": "model", "line": MODEL_LINE, "hoverinfo": "skip",
+                       "name": f"model: {expected:.2f} per step (a = {alpha:.2f})"})
+    return make_figure(traces, PER_STEP_TITLE, "drafts accepted, and tokens per forward", style, _height(style),
+                       barmode="overlay", bargap=0.15, xaxis={"title": {"text": "step"}},
+                       yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
+
+
+def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """P(draft i accepted | it was verified) for each draft position i."""
+    summary = None if trace is None else trace.summary
+    if summary is None or not summary.per_position_acceptance:
+        return empty_figure(POSITION_TITLE, "No drafts verified yet.", style)
+    reached = _reached_counts(trace)
+    labels = [f"d{i}" for i in range(1, len(reached) + 1)]
+    traces = [{
+        "type": "bar", "x": labels, "y": [rate if rate is not None else 0.0 for rate in summary.per_position_acceptance],
+        "name": "acceptance rate", "meta": "per_position", "marker": {"color": COLORS["accepted"]},
+        "text": [f"{percent(rate, 0)}<br>of {n}" if rate is not None else "not reached"
+                 for rate, n in zip(summary.per_position_acceptance, reached)],
+        "textposition": "outside", "cliponaxis": False, "customdata": reached,
+        "hovertemplate": "%{x}: %{y:.1%} accepted of %{customdata} times it was verified<extra></extra>"}]
+    alpha = verified_acceptance(trace.steps)
+    if alpha is not None:
+        traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
+                       "name": f"model: a = {alpha:.2f} everywhere", "line": {**MODEL_LINE, "shape": "hvh"},
+                       "hoverinfo": "skip"})
+    return make_figure(traces, POSITION_TITLE, "P(draft i accepted | it was checked)", style, _height(style),
+                       xaxis={"title": {"text": "draft position"}},
+                       yaxis={"range": [0, 1.18], "tickformat": ".0%", "title": {"text": "accepted"}})
+
+
+def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Share of steps that accepted exactly n drafts, with the truncated geometric model overlaid."""
+    summary = None if trace is None else trace.summary
+    if summary is None or not summary.steps:
+        return empty_figure(HISTOGRAM_TITLE, "No steps yet.", style)
+    counts = list(summary.accepted_length_histogram)
+    ns = list(range(len(counts)))
+    traces = [{"type": "bar", "x": ns, "y": [count / summary.steps for count in counts], "name": "measured",
+               "meta": "measured", "marker": {"color": COLORS["accepted"]}, "customdata": counts,
+               "hovertemplate": "%{x} accepted: %{customdata} steps (%{y:.1%})<extra></extra>"}]
+    alpha = verified_acceptance(trace.steps)
+    if alpha is not None:
+        model = expected_histogram(alpha, [step.k for step in trace.steps], len(counts) - 1)
+        traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model aⁿ(1−a), aᵏ at n=k; a = {alpha:.2f}",
+                       "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
+                       "marker": {"size": 10, "symbol": "diamond"},
+                       "hovertemplate": "model: P(%{x} accepted) = %{y:.1%}<extra></extra>"})
+    return make_figure(traces, HISTOGRAM_TITLE, "steps accepting n drafts, vs the model", style, _height(style),
+                       xaxis={"title": {"text": "drafts accepted in the step"}, "dtick": 1},
+                       yaxis={"title": {"text": "share of steps"}, "tickformat": ".0%", "rangemode": "tozero"})
+
+
+def _reached_counts(trace: Trace) -> list[int]:
+    max_k = max(step.k for step in trace.steps)
+    reached = [0] * max_k
+    for step in trace.steps:
+        for position, verdict in enumerate(step.verdicts):
+            reached[position] += verdict != "unverified"
+    return reached

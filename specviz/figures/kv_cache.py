@@ -1,0 +1,140 @@
+"""KV cache timeline: each model's cache length before a step, after its forward, after the cutoff.
+
+Per step a grey segment rises from *before* to *after forward* (pending tokens and
+drafts written), then a vermillion segment drops by the positions cut (rejected
+drafts removed for real). The dotted line is the committed length (prompt + output)
+for reference. The bottom panel repeats the cut sizes as bars.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from engine.records import CacheLengths
+from engine.trace import Trace
+from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
+from specviz.style import COLORS, FigureStyle
+
+TITLE = "KV cache length"
+SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
+VISIBLE_STEPS = 12      # few enough that a cut of one position is visible
+OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
+GAP = 0.09              # vertical gap between panels (fraction of the plot height)
+
+STAGES = {               # stage -> (legend label, marker symbol, colour, x offset)
+    "before": ("before step", "circle-open", "#555555", -OFFSET),
+    "after_forward": ("after forward", "triangle-up", COLORS["target"], 0.0),
+    "after_cutoff": ("after cutoff", "circle", COLORS["accepted"], OFFSET),
+}
+
+
+def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
+                    style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Cache lengths of the target (and draft, when it has a cache) for every step of `trace`;
+    VISIBLE_STEPS steps are shown around `selected_step` (the newest with `follow_end`)."""
+    if trace is None or not trace.steps:
+        return empty_figure(TITLE, "No steps yet: the cache lengths appear here as the run goes.", style)
+    models = [("target", [step.kv_target for step in trace.steps])]
+    if all(step.kv_draft is not None for step in trace.steps):
+        models.append(("draft", [step.kv_draft for step in trace.steps]))
+    steps = [step.index for step in trace.steps]
+    committed = [step.context_len + step.num_emitted for step in trace.steps]
+    window = step_window(steps, VISIBLE_STEPS, selected_step, follow_end)
+    domains = _domains([1.0] * len(models) + [0.6])
+    traces: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"annotations": [], "shapes": []}
+    for row, (name, caches) in enumerate(models, start=1):
+        traces += _cache_traces(row, name, steps, caches, committed, show_legend=row == 1)
+        layout[_axis_name("yaxis", row)] = axis(style, domain=domains[row - 1], range=_y_range(steps, caches, committed, window))
+        layout["annotations"].append(_panel_title(f"{name} model cache (tokens)", row, domains[row - 1], style))
+    cut_row = len(models) + 1
+    for name, caches in models:
+        traces.append({"type": "bar", "x": steps, "y": [c.cutoff for c in caches], "name": f"{name} positions cut",
+                       "meta": f"{name}.cutoff", "marker": {"color": COLORS[name]}, "showlegend": False,
+                       "text": [str(c.cutoff) if c.cutoff else "" for c in caches], "textposition": "outside",
+                       "cliponaxis": False, "xaxis": _axis_ref("x", cut_row), "yaxis": _axis_ref("y", cut_row),
+                       "hovertemplate": f"step %{{x}}: {name} cache cut %{{y}} positions<extra></extra>"})
+    cut_title = "positions cut per step (blue: target, orange: draft)" if len(models) == 2 else "positions cut per step"
+    layout["annotations"].append(_panel_title(cut_title, cut_row, domains[-1], style))
+    layout[_axis_name("yaxis", cut_row)] = axis(style, domain=domains[-1], rangemode="tozero")
+    ticks = {"range": x_range(window), "showgrid": False, "tickmode": "linear",
+             "dtick": 1 if window or len(steps) <= 20 else 5}
+    for row in range(1, cut_row + 1):
+        bottom = row == cut_row
+        layout[_axis_name("xaxis", row)] = axis(
+            style, anchor=_axis_ref("y", row), matches=None if row == 1 else "x", showticklabels=bottom,
+            title={"text": ("step (drag sideways to scroll)" if window else "step") if bottom else ""}, **ticks)
+        layout["shapes"] += highlight(selected_step, yref=f"{_axis_ref('y', row)} domain", outline=False)
+    return make_figure(traces, TITLE, SUBTITLE, style, height=230 + 230 * len(models) + 140, barmode="group",
+                       bargap=0.3, dragmode="pan", margin={"t": 100 + 2 * style.font_size}, **layout)
+
+
+def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLengths], committed: list[int],
+                  show_legend: bool) -> list[dict[str, Any]]:
+    rise_x: list[float | None] = []
+    rise_y: list[int | None] = []
+    cut_x: list[float | None] = []
+    cut_y: list[int | None] = []
+    for step, cache in zip(steps, caches):
+        rise_x += [step - OFFSET, step, None]
+        rise_y += [cache.before, cache.after_forward, None]
+        (cut_x if cache.cutoff else rise_x).extend([step, step + OFFSET, None])
+        (cut_y if cache.cutoff else rise_y).extend([cache.after_forward, cache.after_cutoff, None])
+    axes = {"xaxis": _axis_ref("x", row), "yaxis": _axis_ref("y", row)}
+    words = [f"step {s}: {model} cache {c.before} → {c.after_forward} → {c.after_cutoff}"
+             + (f" ({c.cutoff} cut)" if c.cutoff else " (nothing cut)") for s, c in zip(steps, caches)]
+    traces = [
+        {"type": "scatter", "x": rise_x, "y": rise_y, "mode": "lines", "line": {"color": "#9A9A9A", "width": 2},
+         "name": "forward writes", "legendgroup": "rise", "showlegend": show_legend, "hoverinfo": "skip", **axes},
+        {"type": "scatter", "x": cut_x, "y": cut_y, "mode": "lines", "line": {"color": COLORS["cut"], "width": 4},
+         "name": "cutoff (rejected positions removed)", "legendgroup": "cut", "showlegend": show_legend,
+         "hoverinfo": "skip", **axes},
+    ]
+    for stage, (label, symbol, color, offset) in STAGES.items():
+        traces.append({
+            "type": "scatter", "x": [s + offset for s in steps], "y": [getattr(c, stage) for c in caches],
+            "mode": "markers", "name": label, "meta": f"{model}.{stage}", "legendgroup": stage,
+            "showlegend": show_legend, "hovertext": words, "hovertemplate": f"%{{hovertext}}<br>{label}: %{{y}}<extra></extra>",
+            "marker": {"symbol": symbol, "color": color, "size": 9, "line": {"width": 2, "color": color}}, **axes})
+    traces.append({"type": "scatter", "x": [s + OFFSET for s in steps], "y": committed, "mode": "lines",
+                   "name": "committed tokens", "meta": f"{model}.committed", "legendgroup": "committed",
+                   "showlegend": show_legend, "line": {"color": COLORS["committed"], "dash": "dot", "width": 1.5,
+                                                       "shape": "hv"},
+                   "hovertemplate": "after step %{x:.0f}: %{y} tokens committed<extra></extra>", **axes})
+    return traces
+
+
+def _y_range(steps: list[int], caches: list[CacheLengths], committed: list[int],
+             window: tuple[int, int] | None) -> list[float]:
+    """Fit the y axis to the visible steps, so a cut of one position stays visible."""
+    shown = [(c, n) for s, c, n in zip(steps, caches, committed) if window is None or window[0] <= s <= window[1]]
+    low = min(min(c.before, c.after_cutoff) for c, _ in shown)
+    high = max(max(c.after_forward, n) for c, n in shown)
+    pad = max(2.0, (high - low) * 0.08)
+    return [low - pad, high + pad]
+
+
+def _domains(weights: list[float]) -> list[list[float]]:
+    """Vertical domains, top panel first, for panels of the given relative heights."""
+    usable = 1.0 - GAP * (len(weights) - 1)
+    top, domains = 1.0, []
+    for weight in weights:
+        height = usable * weight / sum(weights)
+        domains.append([top - height, top])
+        top -= height + GAP
+    return domains
+
+
+def _panel_title(text: str, row: int, domain: list[float], style: FigureStyle) -> dict[str, Any]:
+    return {"text": text, "x": 0.5, "xref": "paper", "xanchor": "center", "y": domain[1], "yref": "paper",
+            "yanchor": "bottom", "showarrow": False, "font": {"size": style.font_size}}
+
+
+def _axis_name(kind: str, row: int) -> str:
+    return kind if row == 1 else f"{kind}{row}"
+
+
+def _axis_ref(letter: str, row: int) -> str:
+    return letter if row == 1 else f"{letter}{row}"

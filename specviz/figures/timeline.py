@@ -1,0 +1,114 @@
+"""Token timeline: one column per step, one row per draft position, cells coloured by verdict.
+
+Rows d1..dK hold the draft's proposals (accepted / rejected / unverified). The row
+above them holds the token the target adds itself each step: a *recovered* token
+resampled at the first rejection, or a *bonus* token after a full accept. The
+bottom row marks the carryover fed to the draft model before it drafts.
+VISIBLE_STEPS steps are shown at once, around the selected step; drag (pan) or zoom
+to see the others.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+from engine.records import StepRecord
+from engine.trace import Trace
+from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
+from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle
+from specviz.tokens import number, short, visible
+
+TITLE = "Token timeline"
+SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
+CELL_HEIGHT = 0.86
+VISIBLE_STEPS = 16
+
+
+@dataclass
+class _Cells:
+    """Bar coordinates of one category of cells."""
+
+    x: list[int] = field(default_factory=list)
+    base: list[float] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    hover: list[str] = field(default_factory=list)
+
+    def add(self, step: int, row: int, text: str, hover: str) -> None:
+        self.x.append(step)
+        self.base.append(row - CELL_HEIGHT / 2)
+        self.text.append(text)
+        self.hover.append(hover)
+
+
+def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
+                    style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Timeline of `trace`; `selected_step` (a step index) is outlined and scrolled into view;
+    `follow_end` shows the newest steps instead (while streaming)."""
+    if trace is None or not trace.steps:
+        return empty_figure(TITLE, "No steps yet: press Run, or load a recorded trace.", style)
+    max_k = max(step.k for step in trace.steps)
+    cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
+    for step in trace.steps:
+        _add_step(cells, step, target_row=max_k + 1)
+    bars = [_bar(name, cell, style) for name, cell in cells.items() if cell.x or name != "carryover"]
+    window = step_window([step.index for step in trace.steps], VISIBLE_STEPS, selected_step, follow_end)
+    rows = max_k + 2
+    return make_figure(
+        bars, TITLE, SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
+        barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step),
+        yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],
+               "range": [-0.55, rows - 0.45], "fixedrange": True, "showgrid": False, "zeroline": False},
+        xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(window),
+               "tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5,
+               "showgrid": False, "zeroline": False})
+
+
+def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> None:
+    for position, (draft, verdict) in enumerate(zip(step.draft, step.verdicts)):
+        target = step.target[position]
+        lines = [f"<b>step {step.index}, d{position + 1}: {_escape(visible(draft.text))}</b> ({verdict})",
+                 f"q (draft prob) = {number(draft.q)}", f"p (target prob) = {number(target.p)}"]
+        if step.accept_prob[position] is not None:
+            lines.append(f"min(1, p/q) = {number(step.accept_prob[position])}")
+        if step.draws[position] is not None:
+            lines.append(f"random draw u = {number(step.draws[position])}"
+                         f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
+        if verdict != "accepted":
+            lines.append(f"target's choice here: {_escape(visible(target.text))}")
+        cells[verdict].add(step.index, position + 1, short(draft.text, 6), "<br>".join(lines))
+    extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
+    if extra is not None:
+        position = len(step.emitted)
+        p = next((alt.prob for alt in step.target[position - 1].top if alt.id == extra.id), None)
+        why = (f"resampled from max(0, p − q) after d{position} was rejected" if extra.kind == "recovered"
+               else f"the target's next token after all {step.num_accepted} drafts were accepted")
+        hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
+                 + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
+        cells[extra.kind].add(step.index, target_row, short(extra.text, 6), hover)
+    if step.carryover:
+        carried = " ".join(visible(token.text) for token in step.carryover)
+        cells["carryover"].add(step.index, 0, short(carried, 6),
+                               f"<b>step {step.index}: carryover</b><br>fed to the draft model before drafting:"
+                               f"<br>{_escape(carried)}")
+
+
+def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
+    marker: dict[str, Any] = {"color": COLORS[name], "line": {"width": 0}}
+    if name == "rejected":   # hatched as well as coloured, for greyscale projectors
+        marker["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.45)", "size": 8,
+                             "solidity": 0.25}
+    return {
+        "type": "bar", "name": LABELS[name], "meta": name, "x": cells.x, "y": [CELL_HEIGHT] * len(cells.x),
+        "base": cells.base, "text": cells.text, "hovertext": cells.hover, "hovertemplate": "%{hovertext}<extra></extra>",
+        "width": 0.92, "marker": marker, "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
+        "constraintext": "none", "cliponaxis": True,
+        "textfont": {"color": TEXT_ON[name], "size": style.cell_font_size, "family": "monospace"},
+    }
+
+
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)

@@ -1,0 +1,162 @@
+"""The page: controls on the left, figures and step detail on the right; wraps to one column on a phone.
+
+`build_demo(runner)` wires the layout to `Handlers`; the caller launches it with the
+theme and css (Gradio 6 takes both in `launch()`, see app.py).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import gradio as gr
+
+from engine.config import DTYPES
+from specviz.assets import ASSETS_DIR, DemoTrace, load_demo_trace, load_examples
+from specviz.controls import Controls
+from specviz.exactness import exactness_note
+from specviz.handlers import Handlers, outputs
+from specviz.runner import CUSTOM, Runner
+from specviz.views import Views, render
+
+TITLE = "SpecViz: speculative decoding, step by step"
+INTRO = (
+    "<div id='sv-header'><h1>SpecViz <span>speculative decoding, step by step</span></h1>"
+    "<p>A small <b>draft</b> model guesses <i>k</i> tokens; the large <b>target</b> model checks all of them in "
+    "<b>one</b> forward pass, keeps the longest prefix it agrees with, and adds one token of its own. "
+    "Every step below was recorded: scrub through it, or press <b>Run</b> to record your own.</p></div>"
+)
+LARGE_TEXT_JS = "(large) => { document.body.classList.toggle('sv-large', large); }"
+DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
+
+
+def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
+               demo_trace: DemoTrace | None = None) -> gr.Blocks:
+    """The Blocks app; `gpu` wraps the generation entry (spaces.GPU on ZeroGPU Spaces)."""
+    handlers = Handlers(runner)
+    demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
+    first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
+    initial = render(demo_trace.trace, _demo_status(demo_trace), selected=first)
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+        state = gr.State(demo_trace.trace)
+        with gr.Row(elem_id="sv-top"):
+            with gr.Column(scale=5, min_width=300):
+                gr.HTML(INTRO)
+            with gr.Column(scale=1, min_width=180):
+                large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
+        with gr.Row(elem_id="sv-main", equal_height=False):
+            with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
+                controls = _controls(runner, demo_trace)
+                with gr.Row():
+                    run = gr.Button("Run", variant="primary", elem_id="sv-run")
+                    stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
+            with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
+                views = _views(initial)
+        views_out = [state if name == "trace" else views[name] for name in Views.names()]
+        control_in = [controls[name] for name in Controls.names()]
+
+        run_event = run.click(gpu(handlers.run), inputs=[state, large, *control_in], outputs=views_out,
+                              show_progress_on=[views["status"]], api_name="run")
+        stop.click(handlers.stopped, inputs=[state, large], outputs=views_out, cancels=[run_event],
+                   show_progress="hidden", api_name="stop")
+        step_out = [views["timeline"], views["kv_cache"], views["detail"]]
+        views["scrubber"].input(handlers.select_step, inputs=[state, views["scrubber"], large], outputs=step_out,
+                                trigger_mode="always_last", show_progress="hidden", concurrency_limit=None,
+                                api_name="select_step")
+        for button, move in ((views["prev"], handlers.previous_step), (views["next"], handlers.next_step)):
+            button.click(move, inputs=[state, views["scrubber"], large], outputs=[views["scrubber"], *step_out],
+                         show_progress="hidden", concurrency_limit=None, api_visibility="private")
+        large.change(None, inputs=[large], js=LARGE_TEXT_JS)
+        large.change(handlers.restyle, inputs=[state, views["scrubber"], large, views["status"]], outputs=views_out,
+                     show_progress="hidden", concurrency_limit=None, api_visibility="private")
+        controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
+                                  outputs=[controls["draft"], controls["target"], controls["drafter"],
+                                           controls["preset_info"]], api_visibility="private")
+        for source in (controls["target_dtype"], controls["temperature"]):
+            source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
+                          outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
+        views["upload"].upload(handlers.upload, inputs=[views["upload"], large], outputs=views_out,
+                               concurrency_limit=2, api_visibility="private")
+        views["export"].click(handlers.export, inputs=[state, large], outputs=[views["files"]],
+                              concurrency_limit=2, api_visibility="private")
+    return demo
+
+
+def _demo_status(demo_trace: DemoTrace) -> str:
+    if demo_trace.trace is None:
+        return "No recorded trace found: choose a preset and press **Run** to record one."
+    config = demo_trace.trace.config
+    return (f"Showing the recorded trace **{demo_trace.name}** ({config.target or 'target'}, "
+            f"{len(demo_trace.trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
+
+
+def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.Component]:
+    presets = list(runner.presets())
+    default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
+    recorded = demo_trace.trace
+    c: dict[str, gr.components.Component] = {}
+    c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
+                              value=default.name if default else CUSTOM, label="Models", elem_id="sv-preset")
+    c["preset_info"] = gr.Markdown(default.description if default else "", elem_id="sv-preset-info")
+    c["draft"] = gr.Textbox(label="Draft model", placeholder="hub id, local folder or .gguf path", visible=default is None,
+                            elem_id="sv-draft")
+    c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
+                             visible=default is None, elem_id="sv-target")
+    c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram lookup", "ngram")], label="Drafter",
+                            value=default.default_drafter if default else "model", elem_id="sv-drafter")
+    c["prompt"] = gr.Textbox(label="Prompt", lines=4, max_lines=12, elem_id="sv-prompt",
+                             value=recorded.prompt.text if recorded else DEFAULT_PROMPT)
+    examples = load_examples(ASSETS_DIR)
+    if examples:
+        gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
+                    cache_examples=False, label="Example prompts", elem_id="sv-examples")
+    with gr.Row():
+        c["k"] = gr.Slider(1, 16, value=4, step=1, label="k (draft tokens per step)", elem_id="sv-k", min_width=140)
+        c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=False, elem_id="sv-adaptive", min_width=100)
+    c["temperature"] = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
+    with gr.Row():
+        c["top_p"] = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", min_width=120)
+        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
+    with gr.Row():
+        c["max_new_tokens"] = gr.Slider(1, 512, value=64, step=1, label="max new tokens", elem_id="sv-max-new",
+                                        min_width=140)
+        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="seed", min_width=100)
+    with gr.Accordion("Precision", open=False):
+        with gr.Row():
+            c["draft_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="draft dtype", min_width=120)
+            c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120)
+    c["exactness"] = gr.Markdown(exactness_note("float32", 0.0), elem_classes=["sv-note"], elem_id="sv-exactness")
+    c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
+                                     elem_id="sv-baseline")
+    return c
+
+
+def _views(initial: Views) -> dict[str, gr.components.Component]:
+    first = outputs(initial)
+    value = dict(zip(Views.names(), first))
+    scrubber = initial.scrubber
+    v: dict[str, gr.components.Component] = {}
+    v["status"] = gr.Markdown(initial.status, elem_id="sv-status")
+    v["timeline"] = gr.Plot(value["timeline"], show_label=False, elem_id="sv-timeline")
+    with gr.Row(elem_id="sv-scrub-row", equal_height=True):
+        v["prev"] = gr.Button("◀ Prev", elem_id="sv-prev", scale=0, min_width=90)
+        v["scrubber"] = gr.Slider(scrubber.minimum, scrubber.maximum, value=scrubber.value, step=1, label="Step",
+                                  interactive=scrubber.interactive, elem_id="sv-scrubber", min_width=160)
+        v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=90)
+    v["detail"] = gr.HTML(initial.detail, elem_id="sv-detail")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            v["output"] = gr.HTML(initial.output, elem_id="sv-output")
+        with gr.Column(scale=2, min_width=300):
+            v["metrics"] = gr.HTML(initial.metrics, elem_id="sv-metrics")
+    v["kv_cache"] = gr.Plot(value["kv_cache"], show_label=False, elem_id="sv-kv")
+    with gr.Row(equal_height=False, elem_id="sv-acceptance"):
+        v["per_step"] = gr.Plot(value["per_step"], show_label=False, elem_id="sv-per-step", min_width=280)
+        v["positions"] = gr.Plot(value["positions"], show_label=False, elem_id="sv-positions", min_width=280)
+        v["histogram"] = gr.Plot(value["histogram"], show_label=False, elem_id="sv-histogram", min_width=280)
+    with gr.Accordion("Export / import", open=False, elem_id="sv-io"):
+        with gr.Row():
+            v["export"] = gr.Button("Export trace (JSON) and figures (HTML)", elem_id="sv-export")
+            v["upload"] = gr.UploadButton("Load a trace (JSON)", file_types=[".json"], type="binary",
+                                          elem_id="sv-upload")
+        v["files"] = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="sv-files")
+    return v

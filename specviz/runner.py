@@ -1,0 +1,86 @@
+"""The runner protocol: how the UI drives a speculative decoding engine without importing it.
+
+app.py implements `Runner` around the engine (torch lives there); tests implement it
+with a fake. The UI only ever sees plain values: preset descriptions, `RunRequest`,
+and Traces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from engine.config import SpecConfig
+from engine.records import StepRecord
+from engine.trace import Trace
+
+ProgressFn = Callable[[float, str], None]   # (fraction 0..1, message)
+CUSTOM = "custom"                           # preset choice meaning "use the draft/target boxes"
+
+
+class RunnerError(Exception):
+    """A problem a user can fix (bad model id, unloadable file): the message is one clear sentence."""
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    name: str
+    description: str
+    default_drafter: str = "model"          # "model" | "ngram"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which pair to load: a preset name, or custom draft/target (hub id, local dir or .gguf path)."""
+
+    preset: str = ""
+    draft: str = ""
+    target: str = ""
+    draft_dtype: str = "float32"
+    target_dtype: str = "float32"
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Identifies a loaded pair in a cache."""
+        models = ("preset", self.preset) if self.preset else ("custom", self.draft, self.target)
+        return (*models, self.draft_dtype, self.target_dtype)
+
+    @property
+    def label(self) -> str:
+        return self.preset or f"{self.draft} → {self.target}"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    models: ModelChoice
+    prompt: str
+    config: SpecConfig
+    with_baseline: bool = False
+
+
+class Generation(Protocol):
+    """A run in progress: step it until done; `trace()` is a valid Trace at any point."""
+
+    @property
+    def is_done(self) -> bool: ...
+
+    def step(self) -> StepRecord: ...
+
+    def trace(self) -> Trace: ...
+
+
+class Runner(Protocol):
+    """Loads model pairs (cached, shared read-only) and starts generations."""
+
+    def presets(self) -> Sequence[PresetInfo]: ...
+
+    @property
+    def default_preset(self) -> str: ...
+
+    def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        """Load the pair if needed (reporting progress) and begin; raises RunnerError or ValueError."""
+        ...
+
+    def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        """Run target-only decoding of the same prompt and config; the trace with summary.baseline set."""
+        ...

@@ -1,0 +1,57 @@
+"""Colours, labels and font sizes shared by every figure and HTML view.
+
+The palette is Okabe-Ito (safe for the common colour-vision deficiencies); each
+verdict also differs in lightness, so a greyscale projector still separates them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Token cell categories: the three draft verdicts plus the two kinds of target token.
+CATEGORIES = ("accepted", "rejected", "unverified", "recovered", "bonus")
+
+COLORS = {
+    "accepted": "#009E73",     # bluish green
+    "rejected": "#D55E00",     # vermillion
+    "unverified": "#BBBBBB",   # light grey: never checked, dropped with the rejection
+    "recovered": "#0072B2",    # blue: target's token resampled after a rejection
+    "bonus": "#CC79A7",        # reddish purple: target's free token after a full accept
+    "carryover": "#F0E442",    # yellow: fed to the draft model before it drafts
+    "target": "#0072B2",
+    "draft": "#E69F00",        # orange
+    "cut": "#D55E00",
+    "committed": "#555555",
+    "model": "#000000",
+}
+
+TEXT_ON = {                    # readable text colour on each fill
+    "accepted": "#FFFFFF",
+    "rejected": "#FFFFFF",
+    "unverified": "#333333",
+    "recovered": "#FFFFFF",
+    "bonus": "#FFFFFF",
+    "carryover": "#222222",
+}
+
+LABELS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "unverified": "unverified (after a rejection)",
+    "recovered": "recovered (target resample)",
+    "bonus": "bonus (target, all accepted)",
+    "carryover": "carryover fed to draft",
+}
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """Font sizes for a figure; `large` is the projector setting."""
+
+    font_size: int = 13
+    title_size: int = 16
+    cell_font_size: int = 12
+
+    @classmethod
+    def for_screen(cls, large: bool = False) -> "FigureStyle":
+        return cls(font_size=18, title_size=22, cell_font_size=16) if large else cls()

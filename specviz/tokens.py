@@ -1,0 +1,28 @@
+"""Token text made visible: spaces, newlines and tabs shown as glyphs, long tokens shortened."""
+
+from __future__ import annotations
+
+_GLYPHS = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+
+
+def visible(text: str) -> str:
+    """The token with whitespace drawn (· for space, ↵ for newline, ⇥ for tab); empty shows as ∅."""
+    if text == "":
+        return "\u2205"
+    return "".join(_GLYPHS.get(char, char) for char in text)
+
+
+def short(text: str, limit: int = 8) -> str:
+    """`visible(text)` cut to `limit` characters with an ellipsis."""
+    shown = visible(text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    """0.1234 -> '12.3%'; None -> '–'."""
+    return "\u2013" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A probability or ratio with a fixed number of digits; None -> '–'."""
+    return "\u2013" if value is None else f"{value:.{digits}f}"

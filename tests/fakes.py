@@ -1,0 +1,81 @@
+"""A fake Runner for handler and server tests: replays hand-built steps, no model, no torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from engine.config import ConfigError
+from engine.metrics import BaselineStats
+from engine.records import StepRecord
+from engine.trace import Trace
+from specviz.runner import PresetInfo, ProgressFn, RunnerError, RunRequest
+from trace_factory import make_steps, trace_from_steps
+
+PRESETS = (PresetInfo("tiny-random", "Seeded random tiny Llama pair: instant, for demos and tests."),
+           PresetInfo("smollm2-ngram", "SmolLM2-135M target with n-gram prompt lookup.", default_drafter="ngram"))
+
+
+class FakeGeneration:
+    """Hands out pre-built steps one by one, like engine generations do."""
+
+    def __init__(self, steps: Sequence[StepRecord], request: RunRequest, fail_at: int | None, delay: float):
+        self._steps, self._request, self._fail_at, self._delay = list(steps), request, fail_at, delay
+        self._done = 0
+
+    @property
+    def is_done(self) -> bool:
+        return self._done >= len(self._steps)
+
+    def step(self) -> StepRecord:
+        if self._fail_at is not None and self._done == self._fail_at:
+            raise RuntimeError("simulated engine failure")
+        time.sleep(self._delay)
+        self._done += 1
+        return self._steps[self._done - 1]
+
+    def trace(self) -> Trace:
+        config = self._request.config
+        trace = trace_from_steps(self._steps[: self._done], sampling=not config.is_greedy,
+                                 ngram=config.drafter == "ngram", complete=self.is_done, prompt=self._request.prompt,
+                                 target_dtype=self._request.models.target_dtype)
+        return dataclasses.replace(trace, config=trace.config.replace(k=config.k))
+
+
+@dataclass
+class FakeRunner:
+    """Runner protocol implementation; records what it was asked to do."""
+
+    accepted: Sequence[int] = (4, 2, 0, 4, 3, 1, 4, 4)
+    fail_load: str = ""
+    fail_at: int | None = None
+    delay: float = 0.0
+    requests: list[RunRequest] = field(default_factory=list)
+    progress_messages: list[str] = field(default_factory=list)
+
+    def presets(self) -> Sequence[PresetInfo]:
+        return PRESETS
+
+    @property
+    def default_preset(self) -> str:
+        return "tiny-random"
+
+    def start(self, request: RunRequest, progress: ProgressFn) -> FakeGeneration:
+        self.requests.append(request)
+        progress(0.5, "loading fake pair")
+        self.progress_messages.append("loading fake pair")
+        if self.fail_load:
+            raise RunnerError(self.fail_load)
+        if request.prompt == "too long":
+            raise ConfigError("the prompt is longer than the model's context")
+        k = request.config.k
+        steps = make_steps([min(a, k) for a in self.accepted], k=k, sampling=not request.config.is_greedy,
+                           ngram=request.config.drafter == "ngram")
+        return FakeGeneration(steps, request, self.fail_at, self.delay)
+
+    def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        return trace.with_baseline(BaselineStats(tokens_per_s=(trace.summary.tokens_per_s or 1.0) / 2, identical=True,
+                                                 wall_s=trace.wall_s * 2,
+                                                 exact_expected=request.models.target_dtype == "float32"))

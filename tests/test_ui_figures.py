@@ -1,0 +1,144 @@
+"""Figure builders on hand-built traces: what is drawn equals what the trace says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
+from specviz.figures.kv_cache import kv_cache_figure
+from specviz.figures.timeline import timeline_figure
+from specviz.geometric import expected_histogram, truncated_geometric, verified_acceptance
+from specviz.style import LABELS, FigureStyle
+from trace_factory import html_trace, make_trace
+
+
+def by_meta(fig, meta):
+    matches = [trace for trace in fig.data if trace.meta == meta]
+    assert len(matches) == 1, f"expected one trace with meta {meta!r}, found {len(matches)}"
+    return matches[0]
+
+
+def cells(fig, category):
+    return [trace for trace in fig.data if trace.meta == category]
+
+
+@pytest.mark.parametrize("sampling", [False, True])
+def test_timeline_cells_match_the_trace(sampling):
+    trace = make_trace([4, 1, 0, 4, 2, 3], sampling=sampling)
+    fig = timeline_figure(trace)
+    verdicts = [v for step in trace.steps for v in step.verdicts]
+    kinds = [token.kind for step in trace.steps for token in step.emitted]
+    for category, expected in [("accepted", verdicts.count("accepted")), ("rejected", verdicts.count("rejected")),
+                               ("unverified", verdicts.count("unverified")), ("recovered", kinds.count("recovered")),
+                               ("bonus", kinds.count("bonus"))]:
+        (bar,) = cells(fig, category)
+        assert len(bar.x) == expected, category
+    assert len(by_meta(fig, "accepted").x) == trace.summary.accepted
+    assert len(by_meta(fig, "bonus").x) == 2 and len(by_meta(fig, "recovered").x) == 4
+
+
+def test_timeline_places_cells_by_step_and_position():
+    trace = make_trace([1, 4])
+    fig = timeline_figure(trace)
+    rejected = by_meta(fig, "rejected")
+    assert list(rejected.x) == [0]
+    assert rejected.base[0] + rejected.y[0] / 2 == pytest.approx(2)        # d2 row
+    bonus = by_meta(fig, "bonus")
+    assert list(bonus.x) == [1] and bonus.base[0] + bonus.y[0] / 2 == pytest.approx(5)   # the "target +1" row
+    carry = by_meta(fig, "carryover")
+    assert list(carry.x) == [1]                                            # fed at the start of the next step
+    assert "·is" in carry.hovertext[0] or carry.hovertext[0]
+    assert [trace.name for trace in fig.data if trace.meta in LABELS] == [trace.name for trace in fig.data]
+
+
+def test_timeline_hover_shows_p_q_ratio_and_draw_when_sampling():
+    fig = timeline_figure(make_trace([1], sampling=True))
+    hover = by_meta(fig, "rejected").hovertext[0]
+    for needle in ("q (draft prob) = 0.600", "p (target prob) = 0.200", "min(1, p/q) = 0.333", "random draw u = 0.433"):
+        assert needle in hover
+    assert "random draw" not in by_meta(timeline_figure(make_trace([1])), "rejected").hovertext[0]
+
+
+def test_timeline_escapes_token_text_in_hover():
+    fig = timeline_figure(html_trace())
+    hovers = [h for trace in fig.data for h in trace.hovertext]
+    assert any("&lt;script&gt;" in h for h in hovers)
+    assert not any("<script>" in h for h in hovers)
+
+
+def test_long_timeline_shows_a_window_around_the_selected_step():
+    trace = make_trace([2, 4, 0, 1] * 30)
+    assert len(trace.steps) == 120
+    fig = timeline_figure(trace, selected_step=60)
+    low, high = fig.layout.xaxis.range
+    assert low < 60 < high and high - low <= 20
+    assert timeline_figure(trace, follow_end=True).layout.xaxis.range[1] == pytest.approx(119.5)
+    assert len(by_meta(fig, "accepted").x) == trace.summary.accepted     # all cells are there, only the view scrolls
+    assert any(shape.x0 == 59.5 for shape in fig.layout.shapes)           # the selected step is outlined
+
+
+def test_kv_cache_values_equal_the_trace():
+    trace = make_trace([4, 1, 0, 2], sampling=True)
+    fig = kv_cache_figure(trace)
+    for model, attribute in (("target", "kv_target"), ("draft", "kv_draft")):
+        caches = [getattr(step, attribute) for step in trace.steps]
+        for stage in ("before", "after_forward", "after_cutoff"):
+            assert list(by_meta(fig, f"{model}.{stage}").y) == [getattr(c, stage) for c in caches]
+        assert list(by_meta(fig, f"{model}.cutoff").y) == [c.cutoff for c in caches]
+    assert list(by_meta(fig, "target.committed").y) == [s.context_len + s.num_emitted for s in trace.steps]
+    assert list(by_meta(fig, "target.cutoff").y) == [0, 3, 4, 2]
+    assert "target cache 16 → 21 → 18 (3 cut)" in by_meta(fig, "target.after_cutoff").hovertext[1]
+
+
+def test_kv_cache_without_a_draft_cache_draws_the_target_only():
+    fig = kv_cache_figure(make_trace([2, 0, 3], ngram=True))
+    metas = {trace.meta for trace in fig.data}
+    assert "target.after_cutoff" in metas and not any(str(m).startswith("draft.") for m in metas)
+
+
+def test_per_step_figure_bars_and_running_mean():
+    trace = make_trace([4, 1, 0, 2])
+    fig = per_step_figure(trace)
+    assert list(by_meta(fig, "accepted").y) == [4, 1, 0, 2]
+    assert list(by_meta(fig, "drafted").y) == [4, 4, 4, 4]
+    running = list(by_meta(fig, "running").y)
+    assert running == pytest.approx([5 / 1, 7 / 2, 8 / 3, 11 / 4])
+
+
+def test_position_figure_equals_summary():
+    trace = make_trace([4, 1, 0, 2, 3])
+    fig = position_figure(trace)
+    rates = [r if r is not None else 0.0 for r in trace.summary.per_position_acceptance]
+    assert list(by_meta(fig, "per_position").y) == pytest.approx(rates)
+
+
+def test_histogram_and_geometric_model():
+    trace = make_trace([4, 1, 0, 2, 4, 4])
+    fig = histogram_figure(trace)
+    assert list(by_meta(fig, "measured").y) == pytest.approx([1 / 6, 1 / 6, 1 / 6, 0, 3 / 6])
+    alpha = verified_acceptance(trace.steps)
+    assert alpha == pytest.approx(15 / (15 + 3))
+    model = list(by_meta(fig, "model").y)
+    assert model == pytest.approx(truncated_geometric(alpha, 4))
+    assert sum(model) == pytest.approx(1.0)
+
+
+def test_truncated_geometric_law():
+    assert truncated_geometric(0.5, 3) == pytest.approx([0.5, 0.25, 0.125, 0.125])
+    assert truncated_geometric(1.0, 2) == pytest.approx([0.0, 0.0, 1.0])
+    mixed = expected_histogram(0.5, [1, 3], 3)
+    assert mixed == pytest.approx([0.5, (0.5 + 0.25) / 2, 0.125 / 2, 0.125 / 2])
+    mean = sum(n * p for n, p in enumerate(truncated_geometric(0.7, 4)))
+    assert mean + 1 == pytest.approx((1 - 0.7**5) / (1 - 0.7))          # E = (1 - a^(k+1)) / (1 - a)
+
+
+@pytest.mark.parametrize("builder", [timeline_figure, kv_cache_figure, per_step_figure, position_figure,
+                                     histogram_figure])
+def test_every_figure_has_an_empty_state_and_a_large_style(builder):
+    empty = builder(None)
+    assert not empty.data and empty.layout.annotations
+    large = builder(make_trace([2, 4]), style=FigureStyle.for_screen(large=True))
+    assert large.layout.font.size == 18
+    assert large.layout.title.text and not math.isnan(large.layout.height)

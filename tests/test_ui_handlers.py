@@ -1,0 +1,175 @@
+"""UI handlers driven by a fake runner: streaming, errors, stop, scrubbing, import and export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from engine.trace import Trace
+from fakes import FakeRunner
+from specviz.controls import Controls
+from specviz.handlers import Handlers
+from specviz.runner import CUSTOM
+from specviz.views import Views, render
+from trace_factory import make_trace
+
+NAMES = Views.names()
+
+
+def controls(**changes):
+    values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
+                  adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, max_new_tokens=64, seed=0,
+                  draft_dtype="float32", target_dtype="float32", with_baseline=False)
+    values.update(changes)
+    return [values[name] for name in Controls.names()]
+
+
+def progress(fraction, desc=None):
+    """Stands in for gr.Progress outside a Gradio request."""
+
+
+def run_all(handlers, **changes):
+    return [dict(zip(NAMES, out)) for out in handlers.run(progress, None, False, *controls(**changes))]
+
+
+def test_run_streams_partial_traces_then_the_complete_one():
+    render(make_trace([1, 2]), "")                # warm plotly up: the first figure of a process is slow
+    runner = FakeRunner(accepted=(4, 2, 0, 4, 3), delay=0.1)     # steps slower than a redraw: each one is shown
+    updates = run_all(Handlers(runner, min_interval=0.0))
+    traces = [u["trace"] for u in updates]
+    assert [len(t.steps) for t in traces] == [1, 2, 3, 4, 5, 5]
+    assert not traces[0].complete and traces[-1].complete
+    assert "Running" in updates[0]["status"] and updates[-1]["status"].startswith("Done: 5 steps")
+    final = updates[-1]
+    assert final["scrubber"]["maximum"] == 4 and final["scrubber"]["value"] == 4
+    assert "Step 4" in final["detail"]
+    assert len([b for b in final["timeline"].data if b.meta == "accepted"][0].x) == 13
+    request = runner.requests[0]
+    assert request.models.preset == "tiny-random" and request.config.k == 4 and request.prompt == "def add(a, b):"
+
+
+def test_run_passes_every_control_into_the_request():
+    runner = FakeRunner(accepted=(1,))
+    run_all(Handlers(runner), k=6.0, adaptive_k=True, temperature=0.7, top_p=0.9, top_k=20.0, max_new_tokens=32,
+            seed=7, drafter="ngram", draft_dtype="bfloat16", target_dtype="bfloat16")
+    request = runner.requests[0]
+    config = request.config
+    assert (config.k, config.adaptive_k, config.temperature, config.top_p, config.top_k) == (6, True, 0.7, 0.9, 20)
+    assert (config.max_new_tokens, config.seed, config.drafter) == (32, 7, "ngram")
+    assert request.models.key == ("preset", "tiny-random", "bfloat16", "bfloat16")
+
+
+def test_run_throttles_redraws_of_a_fast_run():
+    updates = run_all(Handlers(FakeRunner(accepted=(1,) * 40), min_interval=60.0))
+    assert len(updates) == 2                      # the first step, then the finished trace
+
+
+def test_baseline_runs_after_the_generation():
+    updates = run_all(Handlers(FakeRunner(accepted=(4, 1))), with_baseline=True)
+    assert "target-only" in updates[-2]["status"]
+    final = updates[-1]["trace"]
+    assert final.baseline is not None and final.baseline.identical
+    assert "speedup" in updates[-1]["metrics"]
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(k=0), "k must be an integer from 1"),
+    (dict(k=2.5), "k must be a whole number"),
+    (dict(temperature=None), "temperature is empty"),
+    (dict(top_p=0), "top-p must be in (0, 1]"),
+    (dict(max_new_tokens=0), "max new tokens"),
+    (dict(preset=CUSTOM), "Enter a target model"),
+    (dict(preset=CUSTOM, target="gpt2"), "Enter a draft model"),
+    (dict(prompt="too long"), "longer than the model's context"),
+])
+def test_bad_input_is_a_clear_gr_error(changes, message):
+    with pytest.raises(gr.Error, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        run_all(Handlers(FakeRunner()), **changes)
+
+
+def test_custom_pair_request():
+    runner = FakeRunner(accepted=(1,))
+    run_all(Handlers(runner), preset=CUSTOM, draft=" distilgpt2 ", target="gpt2")
+    assert runner.requests[0].models.key == ("custom", "distilgpt2", "gpt2", "float32", "float32")
+
+
+def test_model_load_error_is_a_gr_error():
+    with pytest.raises(gr.Error, match="Could not start: no such model: nope"):
+        run_all(Handlers(FakeRunner(fail_load="no such model: nope")))
+
+
+def test_engine_failure_mid_run_keeps_the_recorded_steps():
+    handlers = Handlers(FakeRunner(accepted=(4, 2, 0, 4), fail_at=2), min_interval=0.0)
+    seen = []
+    with pytest.raises(gr.Error, match="simulated engine failure. The steps recorded before it are kept"):
+        for out in handlers.run(progress, None, False, *controls()):
+            seen.append(dict(zip(NAMES, out)))
+    assert len(seen[-1]["trace"].steps) == 2 and "error after 2 steps" in seen[-1]["status"]
+
+
+def test_stopped_redraws_the_kept_partial_trace():
+    partial = make_trace([4, 1, 0], complete=False)
+    out = dict(zip(NAMES, Handlers(FakeRunner()).stopped(partial, False)))
+    assert out["trace"] is partial and "3 steps recorded so far are kept" in out["status"]
+    assert "incomplete" in out["output"]
+    assert "before the first step" in dict(zip(NAMES, Handlers(FakeRunner()).stopped(None, False)))["status"]
+
+
+def test_scrubber_prev_next_and_select():
+    handlers = Handlers(FakeRunner())
+    trace = make_trace([4, 1, 0, 2, 3])
+    timeline, kv, detail = handlers.select_step(trace, 2.0, False)
+    assert "Step 2" in detail and any(shape.x0 == 1.5 for shape in timeline.layout.shapes)
+    assert kv.data
+    slider, _, _, detail = handlers.next_step(trace, 2, False)
+    assert slider["value"] == 3 and "Step 3" in detail
+    slider, _, _, detail = handlers.previous_step(trace, 0, False)
+    assert slider["value"] == 0 and "Step 0" in detail             # clamped at the first step
+    slider, _, _, detail = handlers.next_step(trace, 4, False)
+    assert slider["value"] == 4
+    _, _, _, detail = handlers.next_step(None, 0, False)
+    assert "No step" in detail
+
+
+def test_upload_replays_a_trace_and_rejects_bad_files():
+    handlers = Handlers(FakeRunner())
+    trace = make_trace([4, 1, 0], sampling=True)
+    out = dict(zip(NAMES, handlers.upload(trace.to_json().encode(), False)))
+    assert out["trace"] == trace and "3 steps" in out["status"] and out["scrubber"]["value"] == 0
+    with pytest.raises(gr.Error, match="Not a SpecViz trace: not valid JSON"):
+        handlers.upload(b"{not json", False)
+    broken = trace.to_dict()
+    del broken["steps"][1]["num_accepted"]
+    with pytest.raises(gr.Error, match=r"missing field steps\[1\].num_accepted"):
+        handlers.upload(json.dumps(broken).encode(), False)
+    with pytest.raises(gr.Error, match="empty"):
+        handlers.upload(b"", False)
+
+
+def test_export_writes_the_trace_and_a_standalone_figure_page():
+    trace = make_trace([4, 1, 0])
+    paths = [Path(p) for p in Handlers(FakeRunner()).export(trace, False)]
+    names = [p.name for p in paths]
+    assert names[:2] == ["specviz-trace.json", "specviz-figures.html"]
+    assert Trace.load(paths[0]) == trace
+    page = paths[1].read_text(encoding="utf-8")
+    assert page.count("Plotly.newPlot") == 5 and "<script src=" not in page       # plotly.js inlined once
+    with pytest.raises(gr.Error, match="Nothing to export"):
+        Handlers(FakeRunner()).export(None, False)
+
+
+def test_preset_change_shows_custom_boxes_and_sets_the_drafter():
+    handlers = Handlers(FakeRunner())
+    draft, target, drafter, text = handlers.preset_changed(CUSTOM)
+    assert draft["visible"] and target["visible"] and "vocabulary" in text
+    draft, target, drafter, text = handlers.preset_changed("smollm2-ngram")
+    assert not draft["visible"] and drafter["value"] == "ngram" and "SmolLM2" in text
+
+
+def test_restyle_uses_large_fonts():
+    out = dict(zip(NAMES, Handlers(FakeRunner()).restyle(make_trace([2, 3]), 1, True, "status")))
+    assert out["timeline"].layout.font.size == 18 and out["status"] == "status" and "Step 1" in out["detail"]

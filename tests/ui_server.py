@@ -1,0 +1,45 @@
+"""Launch the SpecViz Blocks on a free loopback port in this process (a server thread), for
+gradio_client and browser tests. `python tests/ui_server.py [port]` serves the fake runner by hand."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gradio as gr  # noqa: E402
+
+from specviz.assets import DemoTrace  # noqa: E402
+from specviz.layout import build_demo  # noqa: E402
+from specviz.runner import Runner  # noqa: E402
+from specviz.theme import css, theme  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None = None) -> tuple[gr.Blocks, str]:
+    """Start the app without blocking; returns the Blocks (call .close()) and its URL."""
+    demo = build_demo(runner, demo_trace=demo_trace)
+    demo.queue(default_concurrency_limit=1, max_size=32)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port or free_port(), prevent_thread_lock=True,
+                            quiet=True, max_file_size="20mb", theme=theme(), css=css(), ssr_mode=False)
+    return demo, url
+
+
+if __name__ == "__main__":
+    from fakes import FakeRunner
+    from trace_factory import make_trace
+
+    recorded = DemoTrace(make_trace([4, 2, 0, 4, 3, 1, 4, 4, 2, 0] * 3, sampling=True), "fake-sampled.json")
+    demo, url = serve(FakeRunner(accepted=[4, 2, 0, 4, 3, 1, 4, 4, 2, 0] * 4, delay=0.05),
+                      int(sys.argv[1]) if len(sys.argv) > 1 else 7861, demo_trace=recorded)
+    print(url, flush=True)
+    demo.block_thread()
