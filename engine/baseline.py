@@ -31,7 +31,7 @@ def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig) -> B
     """Decode with the target alone, one token per forward, reusing its KV cache."""
     params = SamplingParams(config.temperature, config.top_k, config.top_p)
     generator = torch.Generator(device=pair.device).manual_seed(config.seed)
-    cache = KVCache(pair.target)
+    cache = KVCache(pair.target, pair.vocab_size)
     started = time.perf_counter()
     generated: list[int] = []
     feed = list(prompt_ids)

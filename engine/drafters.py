@@ -47,10 +47,10 @@ class ModelDrafter:
 
     has_cache = True
 
-    def __init__(self, model: PreTrainedModel, params: SamplingParams, generator: torch.Generator | None,
+    def __init__(self, model: PreTrainedModel, vocab_size: int, params: SamplingParams, generator: torch.Generator | None,
                  prompt_len: int, confidence_threshold: float = 0.0, carryover: bool = True,
                  cutoff_mode: str = "truncate"):
-        self.kv = KVCache(model)
+        self.kv = KVCache(model, vocab_size)
         self.params = params
         self.generator = generator
         self.prompt_len = prompt_len

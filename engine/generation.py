@@ -37,7 +37,7 @@ class Generation:
         self.committed = list(prompt_ids)
         self.params = SamplingParams(config.temperature, config.top_k, config.top_p)
         self.generator = torch.Generator(device=pair.device).manual_seed(config.seed)
-        self.target = KVCache(pair.target)
+        self.target = KVCache(pair.target, pair.vocab_size)
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
@@ -90,7 +90,7 @@ class Generation:
         draft_params = self.params
         if config.draft_temperature >= 0:    # lab: sampled drafting, greedy verification
             draft_params = SamplingParams(config.draft_temperature, config.top_k, config.top_p)
-        return ModelDrafter(self.pair.draft, draft_params, self.generator, len(self.prompt.token_ids),
+        return ModelDrafter(self.pair.draft, self.pair.vocab_size, draft_params, self.generator, len(self.prompt.token_ids),
                             config.confidence_threshold, config.carryover, config.cutoff_mode)
 
     def _draft_length(self) -> int:

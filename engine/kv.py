@@ -24,8 +24,9 @@ class ForwardResult:
 class KVCache:
     """Wraps a model and its DynamicCache: feed tokens, read logits, cut positions."""
 
-    def __init__(self, model: PreTrainedModel):
+    def __init__(self, model: PreTrainedModel, vocab_size: int | None = None):
         self.model = model
+        self.vocab_size = vocab_size      # logits are cut to this width (padded embedding rows dropped)
         self.cache = DynamicCache(config=model.config)
         self.num_committed = 0
 
@@ -43,7 +44,7 @@ class KVCache:
         input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)        # (1, T)
         output = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
                             logits_to_keep=num_logits)
-        logits = output.logits[0, -num_logits:].float()                                    # (num_logits, V)
+        logits = output.logits[0, -num_logits:, :self.vocab_size].float()                  # (num_logits, V)
         return ForwardResult(logits, before, self.length)
 
     def cutoff(self, num_tokens: int, mode: str = "truncate") -> None:
