@@ -40,5 +40,5 @@ def make_trace(shapes: list[tuple[int, int]], wall_s: float = 2.0) -> Trace:
         steps.append(step)
         context += step.num_emitted
     output = tuple(t.id for step in steps for t in step.emitted)
-    return Trace(config=SpecConfig(k=max(k for k, _ in shapes)), prompt=TextTokens("hi", tuple(range(10))),
+    return Trace(config=SpecConfig(k=max(1, *(k for k, _ in shapes))), prompt=TextTokens("hi", tuple(range(10))),
                  output=TextTokens("out", output), steps=tuple(steps), wall_s=wall_s)
