@@ -92,7 +92,10 @@ def config_from_args(args: argparse.Namespace, drafter: str) -> SpecConfig:
 
 def load_pair_from_args(args: argparse.Namespace):
     """Load the pair the options name; progress goes to stderr."""
+    from transformers.utils import logging as transformers_logging
+
     from engine.models import load_pair
+    transformers_logging.set_verbosity_error()      # our own errors are the clear ones
     if args.preset and (args.draft or args.target):
         raise UsageError("give either --preset or --draft/--target, not both")
     if (args.draft is None) != (args.target is None) and not args.preset:
@@ -116,6 +119,10 @@ def read_prompt(args: argparse.Namespace) -> str:
 def command_run(args: argparse.Namespace) -> int:
     from engine.engine import SpeculativeEngine
     prompt = read_prompt(args)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: type some text to continue")
+    if args.out is not None and not args.out.resolve().parent.is_dir():
+        raise UsageError(f"cannot write {args.out}: its folder does not exist")
     config_from_args(args, args.drafter or "model")       # validate numbers before loading models
     pair = load_pair_from_args(args)
     config = config_from_args(args, args.drafter or pair.default_drafter)
