@@ -1,13 +1,15 @@
 """Event handlers: plain methods bound to a Runner, each returning values for the layout's outputs.
 
-Generation is stepped inside the `run` generator, so Gradio's Stop cancels it
-between yields and the last yielded (partial) trace stays in the session state.
+Generation is stepped inside the `run` generator; Stop sets the session's stop signal,
+which the generator reads between steps before it yields the final, stopped view
+(the partial trace stays in the session state).
 Every problem a user can cause becomes a gr.Error with one clear sentence.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,6 +22,7 @@ from specviz.exactness import exactness_note
 from specviz.export import export_files
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
+from specviz.stop import StopSignals
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.style import FigureStyle
@@ -34,86 +37,107 @@ class Handlers:
     def __init__(self, runner: Runner, min_interval: float = 0.15):
         self.runner = runner
         self.min_interval = min_interval
+        self.stops = StopSignals()
 
     # --- run / stop -----------------------------------------------------------------------
-    def run(self, progress: gr.Progress = gr.Progress(), *inputs: Any) -> Iterator[Outputs]:
-        """inputs: the current trace, the large-text flag, then the Controls fields in order."""
-        _previous, large, *values = inputs
-        request = _request(values)
-        progress(0.0, desc=f"Loading {request.models.label}…")
-        try:
-            generation = self.runner.start(request, progress=lambda fraction, message: progress(fraction, desc=message))
-        except (RunnerError, ValueError) as error:
-            raise gr.Error(f"Could not start: {error}") from None
-        yield from self._stream(generation, large)
-        trace = generation.trace()
-        yield outputs(render(trace, finished_status(trace), large=large))
-        if request.with_baseline:
-            yield from self._baseline(request, trace, large)
+    def run(self, trace: Trace | None, large: bool, width: float | None, preset: str, draft: str, target: str,
+            drafter: str, prompt: str, k: float, adaptive_k: bool, temperature: float, top_p: float, top_k: float,
+            max_new_tokens: float, seed: float, draft_dtype: str, target_dtype: str, with_baseline: bool,
+            request: gr.Request = None, progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
+        """Load the pair if needed, then step the generation here, yielding every view as it grows.
 
-    def _stream(self, generation: Generation, large: bool) -> Iterator[Outputs]:
+        `large` and `width` (viewport pixels) size the figures; the parameters after them are the
+        Controls fields, in order (named for API users).
+        """
+        run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature, top_p,
+                                        top_k, max_new_tokens, seed, draft_dtype, target_dtype, with_baseline))
+        style = FigureStyle.for_screen(large, width)
+        session = _session(request)
+        stop = self.stops.open(session)
+        try:
+            progress(0.0, desc=f"Loading {run_request.models.label}…")
+            try:
+                generation = self.runner.start(run_request,
+                                               progress=lambda fraction, message: progress(fraction, desc=message))
+            except (RunnerError, ValueError) as error:
+                raise gr.Error(f"Could not start: {error}") from None
+            yield from self._stream(generation, style, stop)
+            trace = generation.trace()
+            if stop.is_set():
+                status = f"Stopped: the {len(trace.steps)} steps recorded so far are kept."
+                yield outputs(render(trace, status, style=style))
+                return
+            yield outputs(render(trace, finished_status(trace), style=style))
+            if run_request.with_baseline:
+                yield from self._baseline(run_request, trace, style)
+        finally:
+            self.stops.close(session, stop)
+
+    def stop(self, request: gr.Request = None) -> None:
+        """Ask this session's run to stop after the step in progress."""
+        self.stops.request_stop(_session(request))
+
+    def _stream(self, generation: Generation, style: FigureStyle, stop: threading.Event) -> Iterator[Outputs]:
         last_yield, render_s = 0.0, 0.0
-        while not generation.is_done:
+        while not generation.is_done and not stop.is_set():
             try:
                 generation.step()
             except Exception as error:  # the engine failed mid-run: keep what it recorded, then say why
                 trace = _partial(generation)
                 if trace is not None:
-                    yield outputs(render(trace, f"Stopped by an error after {len(trace.steps)} steps.", large=large))
+                    yield outputs(render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style))
                 raise gr.Error(f"Generation failed: {error}. The steps recorded before it are kept.") from None
             # Redraw at most every min_interval, and never spend more than a third of the time drawing.
-            if time.monotonic() - last_yield >= max(self.min_interval, 2 * render_s):
+            if time.monotonic() - last_yield >= max(self.min_interval, 2 * render_s) and not stop.is_set():
                 started = time.monotonic()
                 trace = generation.trace()
                 status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
                           if trace.steps else "Running…")
-                views = outputs(render(trace, status, live=True, large=large))
+                views = outputs(render(trace, status, live=True, style=style))
                 last_yield = time.monotonic()
                 render_s = last_yield - started
                 yield views
 
-    def _baseline(self, request: RunRequest, trace: Trace, large: bool) -> Iterator[Outputs]:
-        yield outputs(render(trace, "Running target-only decoding for comparison…", large=large))
+    def _baseline(self, request: RunRequest, trace: Trace, style: FigureStyle) -> Iterator[Outputs]:
+        yield outputs(render(trace, "Running target-only decoding for comparison…", style=style))
         try:
             compared = self.runner.with_baseline(request, trace)
         except (RunnerError, ValueError) as error:
             raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
-        yield outputs(render(compared, finished_status(compared), large=large))
-
-    def stopped(self, trace: Trace | None, large: bool) -> Outputs:
-        """After Stop: redraw the kept partial trace, not following the end any more."""
-        if trace is None:
-            return outputs(render(None, "Stopped before the first step.", large=large))
-        return outputs(render(trace, f"Stopped: the {len(trace.steps)} steps recorded so far are kept.", large=large))
+        yield outputs(render(compared, finished_status(compared), style=style))
 
     # --- step scrubber ----------------------------------------------------------------------
-    def select_step(self, trace: Trace | None, index: float | None, large: bool) -> tuple[Any, Any, str]:
+    def select_step(self, trace: Trace | None, index: float | None, large: bool,
+                    width: float | None) -> tuple[Any, Any, str]:
         """Timeline and cache figure scrolled to the step and outlining it, and the step's detail."""
         step_index = None if index is None else int(round(index))
-        style = FigureStyle.for_screen(large)
+        style = FigureStyle.for_screen(large, width)
         return (timeline_figure(trace, selected_step=step_index, style=style),
                 kv_cache_figure(trace, selected_step=step_index, style=style),
                 step_detail_html(trace, step_index))
 
-    def previous_step(self, trace: Trace | None, index: float | None, large: bool) -> tuple[Any, ...]:
-        return self._move(trace, index, -1, large)
+    def previous_step(self, trace: Trace | None, index: float | None, large: bool,
+                      width: float | None) -> tuple[Any, ...]:
+        return self._move(trace, index, -1, large, width)
 
-    def next_step(self, trace: Trace | None, index: float | None, large: bool) -> tuple[Any, ...]:
-        return self._move(trace, index, +1, large)
+    def next_step(self, trace: Trace | None, index: float | None, large: bool, width: float | None) -> tuple[Any, ...]:
+        return self._move(trace, index, +1, large, width)
 
-    def _move(self, trace: Trace | None, index: float | None, delta: int, large: bool) -> tuple[Any, ...]:
+    def _move(self, trace: Trace | None, index: float | None, delta: int, large: bool,
+              width: float | None) -> tuple[Any, ...]:
         if trace is None or not trace.steps:
-            return gr.update(), *self.select_step(trace, None, large)
+            return gr.update(), *self.select_step(trace, None, large, width)
         current = find_step(trace, None if index is None else int(round(index)))
         position = trace.steps.index(current) + delta
         target = trace.steps[min(max(position, 0), len(trace.steps) - 1)].index
-        return gr.update(value=target), *self.select_step(trace, target, large)
+        return gr.update(value=target), *self.select_step(trace, target, large, width)
 
     # --- display --------------------------------------------------------------------------
-    def restyle(self, trace: Trace | None, index: float | None, large: bool, status: str) -> Outputs:
-        """Redraw everything, e.g. after the large-text toggle."""
+    def restyle(self, trace: Trace | None, index: float | None, large: bool, width: float | None,
+                status: str) -> Outputs:
+        """Redraw everything, e.g. after the large-text toggle or once the page knows its width."""
         selected = None if index is None else int(round(index))
-        return outputs(render(trace, status, selected=selected, large=large))
+        return outputs(render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)))
 
     def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str]:
         """Show the custom model boxes for 'custom'; pick the preset's drafter; describe it."""
@@ -129,7 +153,7 @@ class Handlers:
         return exactness_note(target_dtype, float(temperature or 0.0))
 
     # --- import / export ------------------------------------------------------------------
-    def upload(self, data: bytes | None, large: bool) -> Outputs:
+    def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Replay an uploaded trace; a bad file is a gr.Error and the current trace stays."""
         if not data:
             raise gr.Error("The uploaded file is empty.")
@@ -140,12 +164,14 @@ class Handlers:
         except TraceFormatError as error:
             raise gr.Error(f"Not a SpecViz trace: {error}") from None
         status = f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed."
-        return outputs(render(trace, status, selected=trace.steps[0].index if trace.steps else None, large=large))
+        first = trace.steps[0].index if trace.steps else None
+        return outputs(render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)))
 
-    def export(self, trace: Trace | None, large: bool) -> list[str]:
+    def export(self, trace: Trace | None) -> list[str]:
+        """The trace as JSON and its figures as one standalone HTML page (desktop sizes), in a fresh folder."""
         if trace is None:
             raise gr.Error("Nothing to export yet: run a generation or load a trace first.")
-        views = render(trace, "", large=large)
+        views = render(trace, "")
         figures = {"timeline": views.timeline, "kv-cache": views.kv_cache, "per-step": views.per_step,
                    "positions": views.positions, "histogram": views.histogram}
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
@@ -167,11 +193,16 @@ def finished_status(trace: Trace) -> str:
     return f"Done: {summary.steps} steps, {why}. Scrub through the steps below."
 
 
-def _request(values: list[Any]) -> RunRequest:
+def _request(controls: Controls) -> RunRequest:
     try:
-        return Controls(*values).to_request()
+        return controls.to_request()
     except ValueError as error:
         raise gr.Error(str(error)) from None
+
+
+def _session(request: gr.Request | None) -> str:
+    """The browser session a request belongs to (API calls without one share a key)."""
+    return getattr(request, "session_hash", None) or "no-session"
 
 
 def _partial(generation: Generation) -> Trace | None:

@@ -10,7 +10,7 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import DTYPES
+from engine.config import DTYPES, SpecConfig
 from specviz.assets import ASSETS_DIR, DemoTrace, load_demo_trace, load_examples
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
@@ -43,6 +43,7 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
                 gr.HTML(INTRO)
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
+                width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
         with gr.Row(elem_id="sv-main", equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
                 controls = _controls(runner, demo_trace)
@@ -54,29 +55,32 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         views_out = [state if name == "trace" else views[name] for name in Views.names()]
         control_in = [controls[name] for name in Controls.names()]
 
-        run_event = run.click(gpu(handlers.run), inputs=[state, large, *control_in], outputs=views_out,
-                              show_progress_on=[views["status"]], api_name="run")
-        stop.click(handlers.stopped, inputs=[state, large], outputs=views_out, cancels=[run_event],
-                   show_progress="hidden", api_name="stop")
+        run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
+                  show_progress_on=[views["status"]], api_name="run")
+        stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
+                   api_name="stop")
         step_out = [views["timeline"], views["kv_cache"], views["detail"]]
-        views["scrubber"].input(handlers.select_step, inputs=[state, views["scrubber"], large], outputs=step_out,
+        views["scrubber"].input(handlers.select_step, inputs=[state, views["scrubber"], large, width], outputs=step_out,
                                 trigger_mode="always_last", show_progress="hidden", concurrency_limit=None,
                                 api_name="select_step")
         for button, move in ((views["prev"], handlers.previous_step), (views["next"], handlers.next_step)):
-            button.click(move, inputs=[state, views["scrubber"], large], outputs=[views["scrubber"], *step_out],
+            button.click(move, inputs=[state, views["scrubber"], large, width], outputs=[views["scrubber"], *step_out],
                          show_progress="hidden", concurrency_limit=None, api_visibility="private")
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
-        large.change(handlers.restyle, inputs=[state, views["scrubber"], large, views["status"]], outputs=views_out,
-                     show_progress="hidden", concurrency_limit=None, api_visibility="private")
+        demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")
+        restyle_in = [state, views["scrubber"], large, width, views["status"]]
+        for source in (large, width):
+            source.change(handlers.restyle, inputs=restyle_in, outputs=views_out, show_progress="hidden",
+                          concurrency_limit=None, api_visibility="private")
         controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
                                   outputs=[controls["draft"], controls["target"], controls["drafter"],
                                            controls["preset_info"]], api_visibility="private")
         for source in (controls["target_dtype"], controls["temperature"]):
             source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
                           outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
-        views["upload"].upload(handlers.upload, inputs=[views["upload"], large], outputs=views_out,
+        views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                                concurrency_limit=2, api_visibility="private")
-        views["export"].click(handlers.export, inputs=[state, large], outputs=[views["files"]],
+        views["export"].click(handlers.export, inputs=[state], outputs=[views["files"]],
                               concurrency_limit=2, api_visibility="private")
     return demo
 
@@ -93,6 +97,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
     presets = list(runner.presets())
     default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
     recorded = demo_trace.trace
+    start = recorded.config if recorded else SpecConfig()      # Run first re-records what the page shows
     c: dict[str, gr.components.Component] = {}
     c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
                               value=default.name if default else CUSTOM, label="Models", elem_id="sv-preset")
@@ -102,7 +107,8 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
     c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
                              visible=default is None, elem_id="sv-target")
     c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram lookup", "ngram")], label="Drafter",
-                            value=default.default_drafter if default else "model", elem_id="sv-drafter")
+                            value=start.drafter if recorded else default.default_drafter if default else "model",
+                            elem_id="sv-drafter")
     c["prompt"] = gr.Textbox(label="Prompt", lines=4, max_lines=12, elem_id="sv-prompt",
                              value=recorded.prompt.text if recorded else DEFAULT_PROMPT)
     examples = load_examples(ASSETS_DIR)
@@ -110,21 +116,21 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
         gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
                     cache_examples=False, label="Example prompts", elem_id="sv-examples")
     with gr.Row():
-        c["k"] = gr.Slider(1, 16, value=4, step=1, label="k (draft tokens per step)", elem_id="sv-k", min_width=140)
-        c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=False, elem_id="sv-adaptive", min_width=100)
-    c["temperature"] = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
-    with gr.Row():
-        c["top_p"] = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", min_width=120)
-        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
-    with gr.Row():
-        c["max_new_tokens"] = gr.Slider(1, 512, value=64, step=1, label="max new tokens", elem_id="sv-max-new",
-                                        min_width=140)
-        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="seed", min_width=100)
-    with gr.Accordion("Precision", open=False):
+        c["k"] = gr.Slider(1, 16, value=min(start.k, 16), step=1, label="k (draft tokens per step)", elem_id="sv-k", min_width=140)
+        c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
+    c["temperature"] = gr.Slider(0.0, 2.0, value=min(start.temperature, 2.0), step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
+    c["max_new_tokens"] = gr.Slider(1, 512, value=min(start.max_new_tokens, 512), step=1, label="max new tokens", elem_id="sv-max-new")
+    with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
+        with gr.Row():
+            c["top_p"] = gr.Slider(0.05, 1.0, value=max(start.top_p, 0.05), step=0.05, label="top-p", min_width=120)
+            c["top_k"] = gr.Number(value=start.top_k, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
+        with gr.Row():
+            c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
         with gr.Row():
             c["draft_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="draft dtype", min_width=120)
-            c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120)
-    c["exactness"] = gr.Markdown(exactness_note("float32", 0.0), elem_classes=["sv-note"], elem_id="sv-exactness")
+            c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
+                                            elem_id="sv-target-dtype")
+    c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"], elem_id="sv-exactness")
     c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
                                      elem_id="sv-baseline")
     return c
@@ -137,11 +143,12 @@ def _views(initial: Views) -> dict[str, gr.components.Component]:
     v: dict[str, gr.components.Component] = {}
     v["status"] = gr.Markdown(initial.status, elem_id="sv-status")
     v["timeline"] = gr.Plot(value["timeline"], show_label=False, elem_id="sv-timeline")
-    with gr.Row(elem_id="sv-scrub-row", equal_height=True):
-        v["prev"] = gr.Button("◀ Prev", elem_id="sv-prev", scale=0, min_width=90)
-        v["scrubber"] = gr.Slider(scrubber.minimum, scrubber.maximum, value=scrubber.value, step=1, label="Step",
-                                  interactive=scrubber.interactive, elem_id="sv-scrubber", min_width=160)
-        v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=90)
+    with gr.Row(elem_id="sv-scrub-row", equal_height=False):
+        v["prev"] = gr.Button("◀ Prev", elem_id="sv-prev", scale=0, min_width=120)
+        v["scrubber"] = gr.Slider(scrubber.minimum, scrubber.maximum, value=scrubber.value, step=1,
+                                  label="Step (scrub through the recorded steps)", interactive=scrubber.interactive,
+                                  elem_id="sv-scrubber", min_width=160)
+        v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=120)
     v["detail"] = gr.HTML(initial.detail, elem_id="sv-detail")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):

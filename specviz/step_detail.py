@@ -20,7 +20,7 @@ VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected", "unverif
 def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     """The detail of the step whose `index` is `step_index` (clamped into the trace)."""
     if trace is None or not trace.steps:
-        return "<div class='sv-detail sv-empty'>No step to show yet. Press <b>Run</b> or load a trace.</div>"
+        return "<div class='sv-empty'>No step to show yet. Press <b>Run</b> or load a trace.</div>"
     step = find_step(trace, step_index)
     greedy = trace.config.is_greedy
     parts = [

@@ -6,6 +6,7 @@ verdict also differs in lightness, so a greyscale projector still separates them
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 # Token cell categories: the three draft verdicts plus the two kinds of target token.
@@ -44,14 +45,24 @@ LABELS = {
 }
 
 
+NARROW_WIDTH = 700         # viewport pixels below which the page is laid out for a phone
+
+
 @dataclass(frozen=True)
 class FigureStyle:
-    """Font sizes for a figure; `large` is the projector setting."""
+    """Font sizes for a figure, and how many steps a step axis shows at once; `large` is for projectors."""
 
     font_size: int = 13
     title_size: int = 16
     cell_font_size: int = 12
+    timeline_steps: int = 16          # token cells need room for ~6 characters
+    cache_steps: int = 12             # few enough that a cut of one position is visible
 
     @classmethod
-    def for_screen(cls, large: bool = False) -> "FigureStyle":
-        return cls(font_size=18, title_size=22, cell_font_size=16) if large else cls()
+    def for_screen(cls, large: bool = False, width: float | None = None) -> "FigureStyle":
+        """Larger fonts for a projector; fewer steps at once on a narrow (phone) screen of `width` pixels."""
+        style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
+        if width and width < NARROW_WIDTH:
+            steps = max(4, int(width // (70 if large else 52)))
+            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps)
+        return style

@@ -45,9 +45,8 @@ class Views:
 
 
 def render(trace: Trace | None, status: str, selected: int | None = None, live: bool = False,
-           large: bool = False) -> Views:
+           style: FigureStyle = FigureStyle()) -> Views:
     """All views of `trace`; `selected` is a step index (None: the last step); `live` follows the newest steps."""
-    style = FigureStyle.for_screen(large)
     step = find_step(trace, selected) if trace is not None and trace.steps else None
     index = None if step is None else step.index
     return Views(

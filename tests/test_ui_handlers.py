@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -32,7 +33,12 @@ def progress(fraction, desc=None):
 
 
 def run_all(handlers, **changes):
-    return [dict(zip(NAMES, out)) for out in handlers.run(progress, None, False, *controls(**changes))]
+    return [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *controls(**changes), progress=progress)]
+
+
+def test_run_parameters_are_the_controls_in_order():
+    parameters = list(inspect.signature(Handlers(FakeRunner()).run).parameters)
+    assert parameters == ["trace", "large", "width", *Controls.names(), "request", "progress"]
 
 
 def test_run_streams_partial_traces_then_the_complete_one():
@@ -106,60 +112,78 @@ def test_engine_failure_mid_run_keeps_the_recorded_steps():
     handlers = Handlers(FakeRunner(accepted=(4, 2, 0, 4), fail_at=2), min_interval=0.0)
     seen = []
     with pytest.raises(gr.Error, match="simulated engine failure. The steps recorded before it are kept"):
-        for out in handlers.run(progress, None, False, *controls()):
+        for out in handlers.run(None, False, None, *controls(), progress=progress):
             seen.append(dict(zip(NAMES, out)))
     assert len(seen[-1]["trace"].steps) == 2 and "error after 2 steps" in seen[-1]["status"]
 
 
-def test_stopped_redraws_the_kept_partial_trace():
-    partial = make_trace([4, 1, 0], complete=False)
-    out = dict(zip(NAMES, Handlers(FakeRunner()).stopped(partial, False)))
-    assert out["trace"] is partial and "3 steps recorded so far are kept" in out["status"]
-    assert "incomplete" in out["output"]
-    assert "before the first step" in dict(zip(NAMES, Handlers(FakeRunner()).stopped(None, False)))["status"]
+class Session:
+    """Stands in for gr.Request: only the session id matters to Stop."""
+
+    def __init__(self, session_hash):
+        self.session_hash = session_hash
+
+
+def test_stop_ends_the_run_after_the_current_step_and_keeps_the_partial_trace():
+    render(make_trace([1, 2]), "")
+    handlers = Handlers(FakeRunner(accepted=(4, 2, 0, 4, 3, 1), delay=0.1), min_interval=0.0)
+    mine, other = Session("mine"), Session("other")
+    updates = []
+    for out in handlers.run(None, False, None, *controls(), request=mine, progress=progress):
+        updates.append(dict(zip(NAMES, out)))
+        if len(updates) == 1:
+            handlers.stop(other)                 # another session's Stop does not touch this run
+        if len(updates) == 2:
+            handlers.stop(mine)
+    final = updates[-1]
+    assert final["status"] == f"Stopped: the {len(final['trace'].steps)} steps recorded so far are kept."
+    assert 2 <= len(final["trace"].steps) < 6 and not final["trace"].complete
+    assert "incomplete" in final["output"]
+    assert handlers.stops.num_running == 0
+    handlers.stop(mine)                          # nothing running: harmless
 
 
 def test_scrubber_prev_next_and_select():
     handlers = Handlers(FakeRunner())
     trace = make_trace([4, 1, 0, 2, 3])
-    timeline, kv, detail = handlers.select_step(trace, 2.0, False)
+    timeline, kv, detail = handlers.select_step(trace, 2.0, False, None)
     assert "Step 2" in detail and any(shape.x0 == 1.5 for shape in timeline.layout.shapes)
     assert kv.data
-    slider, _, _, detail = handlers.next_step(trace, 2, False)
+    slider, _, _, detail = handlers.next_step(trace, 2, False, None)
     assert slider["value"] == 3 and "Step 3" in detail
-    slider, _, _, detail = handlers.previous_step(trace, 0, False)
+    slider, _, _, detail = handlers.previous_step(trace, 0, False, None)
     assert slider["value"] == 0 and "Step 0" in detail             # clamped at the first step
-    slider, _, _, detail = handlers.next_step(trace, 4, False)
+    slider, _, _, detail = handlers.next_step(trace, 4, False, None)
     assert slider["value"] == 4
-    _, _, _, detail = handlers.next_step(None, 0, False)
+    _, _, _, detail = handlers.next_step(None, 0, False, None)
     assert "No step" in detail
 
 
 def test_upload_replays_a_trace_and_rejects_bad_files():
     handlers = Handlers(FakeRunner())
     trace = make_trace([4, 1, 0], sampling=True)
-    out = dict(zip(NAMES, handlers.upload(trace.to_json().encode(), False)))
+    out = dict(zip(NAMES, handlers.upload(trace.to_json().encode(), False, None)))
     assert out["trace"] == trace and "3 steps" in out["status"] and out["scrubber"]["value"] == 0
     with pytest.raises(gr.Error, match="Not a SpecViz trace: not valid JSON"):
-        handlers.upload(b"{not json", False)
+        handlers.upload(b"{not json", False, None)
     broken = trace.to_dict()
     del broken["steps"][1]["num_accepted"]
     with pytest.raises(gr.Error, match=r"missing field steps\[1\].num_accepted"):
-        handlers.upload(json.dumps(broken).encode(), False)
+        handlers.upload(json.dumps(broken).encode(), False, None)
     with pytest.raises(gr.Error, match="empty"):
-        handlers.upload(b"", False)
+        handlers.upload(b"", False, None)
 
 
 def test_export_writes_the_trace_and_a_standalone_figure_page():
     trace = make_trace([4, 1, 0])
-    paths = [Path(p) for p in Handlers(FakeRunner()).export(trace, False)]
+    paths = [Path(p) for p in Handlers(FakeRunner()).export(trace)]
     names = [p.name for p in paths]
     assert names[:2] == ["specviz-trace.json", "specviz-figures.html"]
     assert Trace.load(paths[0]) == trace
     page = paths[1].read_text(encoding="utf-8")
     assert page.count("Plotly.newPlot") == 5 and "<script src=" not in page       # plotly.js inlined once
     with pytest.raises(gr.Error, match="Nothing to export"):
-        Handlers(FakeRunner()).export(None, False)
+        Handlers(FakeRunner()).export(None)
 
 
 def test_preset_change_shows_custom_boxes_and_sets_the_drafter():
@@ -171,5 +195,14 @@ def test_preset_change_shows_custom_boxes_and_sets_the_drafter():
 
 
 def test_restyle_uses_large_fonts():
-    out = dict(zip(NAMES, Handlers(FakeRunner()).restyle(make_trace([2, 3]), 1, True, "status")))
+    out = dict(zip(NAMES, Handlers(FakeRunner()).restyle(make_trace([2, 3]), 1, True, None, "status")))
     assert out["timeline"].layout.font.size == 18 and out["status"] == "status" and "Step 1" in out["detail"]
+
+
+def test_narrow_screens_show_fewer_steps_at_once():
+    trace = make_trace([2, 4, 0, 1] * 10)
+    wide = dict(zip(NAMES, Handlers(FakeRunner()).restyle(trace, 20, False, 1400, "")))
+    phone = dict(zip(NAMES, Handlers(FakeRunner()).restyle(trace, 20, False, 390, "")))
+    span = lambda fig: fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
+    assert span(wide["timeline"]) == 16 and span(phone["timeline"]) == 7
+    assert span(phone["kv_cache"]) == 7

@@ -19,7 +19,6 @@ from specviz.style import COLORS, FigureStyle
 
 TITLE = "KV cache length"
 SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
-VISIBLE_STEPS = 12      # few enough that a cut of one position is visible
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
@@ -33,15 +32,15 @@ STAGES = {               # stage -> (legend label, marker symbol, colour, x offs
 def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
                     style: FigureStyle = FigureStyle()) -> go.Figure:
     """Cache lengths of the target (and draft, when it has a cache) for every step of `trace`;
-    VISIBLE_STEPS steps are shown around `selected_step` (the newest with `follow_end`)."""
+    `style.cache_steps` steps are shown around `selected_step` (the newest with `follow_end`)."""
     if trace is None or not trace.steps:
-        return empty_figure(TITLE, "No steps yet: the cache lengths appear here as the run goes.", style)
+        return empty_figure(TITLE, "No steps yet.", style)
     models = [("target", [step.kv_target for step in trace.steps])]
     if all(step.kv_draft is not None for step in trace.steps):
         models.append(("draft", [step.kv_draft for step in trace.steps]))
     steps = [step.index for step in trace.steps]
     committed = [step.context_len + step.num_emitted for step in trace.steps]
-    window = step_window(steps, VISIBLE_STEPS, selected_step, follow_end)
+    window = step_window(steps, style.cache_steps, selected_step, follow_end)
     domains = _domains([1.0] * len(models) + [0.6])
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"annotations": [], "shapes": []}

@@ -4,8 +4,8 @@ Rows d1..dK hold the draft's proposals (accepted / rejected / unverified). The r
 above them holds the token the target adds itself each step: a *recovered* token
 resampled at the first rejection, or a *bonus* token after a full accept. The
 bottom row marks the carryover fed to the draft model before it drafts.
-VISIBLE_STEPS steps are shown at once, around the selected step; drag (pan) or zoom
-to see the others.
+`style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
+or zoom to see the others.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from specviz.tokens import number, short, visible
 TITLE = "Token timeline"
 SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
 CELL_HEIGHT = 0.86
-VISIBLE_STEPS = 16
 
 
 @dataclass
@@ -49,13 +48,13 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     """Timeline of `trace`; `selected_step` (a step index) is outlined and scrolled into view;
     `follow_end` shows the newest steps instead (while streaming)."""
     if trace is None or not trace.steps:
-        return empty_figure(TITLE, "No steps yet: press Run, or load a recorded trace.", style)
+        return empty_figure(TITLE, "No steps yet: press Run.", style)
     max_k = max(step.k for step in trace.steps)
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
     for step in trace.steps:
         _add_step(cells, step, target_row=max_k + 1)
     bars = [_bar(name, cell, style) for name, cell in cells.items() if cell.x or name != "carryover"]
-    window = step_window([step.index for step in trace.steps], VISIBLE_STEPS, selected_step, follow_end)
+    window = step_window([step.index for step in trace.steps], style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
     return make_figure(
         bars, TITLE, SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),

@@ -1,0 +1,142 @@
+"""End to end in Debian's chromium (Playwright): run, watch the timeline grow, scrub, stop, upload.
+
+Screenshots land in test-artifacts/ (desktop, phone, large text) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeRunner
+from specviz.assets import DemoTrace
+from trace_factory import make_trace
+from ui_server import serve
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+SPAN_JS = """() => {
+    const range = document.querySelector('#sv-timeline .js-plotly-plot').layout.xaxis.range;
+    return range[1] - range[0];
+}"""
+CELLS_JS = """(category) => {
+    const plot = document.querySelector('#sv-timeline .js-plotly-plot');
+    if (!plot || !plot.data) return -1;
+    return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.length, 0);
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def slow_app():
+    recorded = DemoTrace(make_trace([4, 2, 0, 4, 3, 1, 4, 2] * 3, sampling=True), "recorded.json")
+    demo, url = serve(FakeRunner(accepted=(4, 2, 0, 4, 3, 1, 4, 2) * 4, delay=0.4), demo_trace=recorded)
+    yield url
+    demo.close()
+
+
+def open_page(browser, url, width=1440, height=900):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-timeline .js-plotly-plot", timeout=30_000)
+    return page
+
+
+def choose_preset(page, name):
+    page.click("#sv-preset input")
+    page.get_by_role("option", name=name).click()
+
+
+def wait_status(page, text, timeout=60_000):
+    page.wait_for_function("(text) => document.querySelector('#sv-status').innerText.includes(text)", arg=text,
+                           timeout=timeout)
+
+
+def upload(page, path):
+    with page.expect_file_chooser() as chooser:
+        page.click("#sv-upload")
+    chooser.value.set_files(str(path))
+
+
+def detail_text(page):
+    return page.inner_text("#sv-detail")
+
+
+def test_run_scrub_and_screenshots(browser, slow_app):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = open_page(browser, slow_app)
+    assert page.evaluate(CELLS_JS, "accepted") > 0 and page.evaluate(SPAN_JS) == 16    # the recorded trace, at once
+    choose_preset(page, "tiny-random")
+    page.fill("#sv-prompt textarea", "def fib(n):")
+    page.click("#sv-run")
+    page.wait_for_function(f"({CELLS_JS})('accepted') > 0", timeout=30_000)     # the timeline updates while running
+    wait_status(page, "Done")
+    assert page.evaluate(CELLS_JS, "accepted") == sum((4, 2, 0, 4, 3, 1, 4, 2) * 4)
+    assert page.evaluate(CELLS_JS, "bonus") > 0 and page.evaluate(CELLS_JS, "rejected") > 0
+
+    scrubber = page.locator("#sv-scrubber input[type=range]")
+    scrubber.focus()
+    page.keyboard.press("Home")
+    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 0')", timeout=10_000)
+    page.click("#sv-next")
+    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 1')", timeout=10_000)
+    assert "target cache" in detail_text(page)
+    page.screenshot(path=str(ARTIFACTS / "browser-desktop.png"), full_page=True)
+
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.check("#sv-large input")
+    page.wait_for_function("document.body.classList.contains('sv-large')")
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(ARTIFACTS / "browser-large-text.png"))
+    page.close()
+
+    phone = open_page(browser, slow_app, width=390, height=844)     # a phone loads the page at its own width
+    phone.wait_for_function(f"({SPAN_JS})() < 10", timeout=15_000)        # ... and gets fewer steps at once
+    phone.screenshot(path=str(ARTIFACTS / "browser-phone.png"), full_page=True)
+    phone.close()
+
+
+def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app, tmp_path):
+    page = open_page(browser, slow_app)
+    page.click("#sv-run")
+    wait_status(page, "Running… step 2")
+    page.click("#sv-stop")
+    wait_status(page, "Stopped: the", timeout=15_000)
+    kept = page.evaluate(CELLS_JS, "accepted")
+    assert kept > 0 and "incomplete" in page.inner_text("#sv-output")
+    page.click("#sv-prev")                                  # scrubbing works on the kept steps
+    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step ')")
+
+    page.fill("#sv-prompt textarea", "")
+    page.click("#sv-run")
+    page.wait_for_selector("text=The prompt is empty", timeout=15_000)
+    assert page.evaluate(CELLS_JS, "accepted") == kept        # an error loses nothing
+
+    good = tmp_path / "good.json"
+    make_trace([4, 1, 0], sampling=True).save(good)
+    page.click("#sv-io")
+    upload(page, good)
+    wait_status(page, "Replaying an uploaded trace: 3 steps")
+    assert page.evaluate(CELLS_JS, "accepted") == 5
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"schema": "specviz.trace/1"}), encoding="utf-8")
+    upload(page, broken)
+    page.wait_for_selector("text=Not a SpecViz trace", timeout=15_000)
+    assert page.evaluate(CELLS_JS, "accepted") == 5
+    page.close()
