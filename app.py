@@ -62,8 +62,9 @@ class EngineRunner:
                 return self._pairs[models.key]
             while len(self._pairs) >= MAX_LOADED_PAIRS:
                 self._pairs.popitem(last=False)
+            # A custom pair without a draft model uses the n-gram drafter ("ngram" loads no draft).
             which = ({"preset": models.preset} if models.preset
-                     else {"draft": models.draft or None, "target": models.target})
+                     else {"draft": models.draft or "ngram", "target": models.target})
             try:
                 pair = load_pair(**which, device=self.device, draft_dtype=models.draft_dtype,
                                  target_dtype=models.target_dtype, progress=progress)

@@ -66,6 +66,8 @@ def test_timeline_escapes_token_text_in_hover():
     hovers = [h for trace in fig.data for h in trace.hovertext]
     assert any("&lt;script&gt;" in h for h in hovers)
     assert not any("<script>" in h for h in hovers)
+    texts = [t for trace in fig.data for t in trace.text]
+    assert "&lt;scri…" in texts and not any("<" in t for t in texts)
 
 
 def test_long_timeline_shows_a_window_around_the_selected_step():

@@ -57,7 +57,8 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
                        "hovertemplate": f"step %{{x}}: {name} cache cut %{{y}} positions<extra></extra>"})
     cut_title = "positions cut per step (blue: target, orange: draft)" if len(models) == 2 else "positions cut per step"
     layout["annotations"].append(_panel_title(cut_title, cut_row, domains[-1], style))
-    layout[_axis_name("yaxis", cut_row)] = axis(style, domain=domains[-1], rangemode="tozero")
+    most_cut = max((c.cutoff for _, caches in models for c in caches), default=0)
+    layout[_axis_name("yaxis", cut_row)] = axis(style, domain=domains[-1], range=[0, max(1, most_cut) * 1.35])
     ticks = {"range": x_range(window), "showgrid": False, "tickmode": "linear",
              "dtick": 1 if window or len(steps) <= 20 else 5}
     for row in range(1, cut_row + 1):
@@ -109,7 +110,8 @@ def _y_range(steps: list[int], caches: list[CacheLengths], committed: list[int],
              window: tuple[int, int] | None) -> list[float]:
     """Fit the y axis to the visible steps, so a cut of one position stays visible."""
     shown = [(c, n) for s, c, n in zip(steps, caches, committed) if window is None or window[0] <= s <= window[1]]
-    low = min(min(c.before, c.after_cutoff) for c, _ in shown)
+    # The empty cache before the prefill would squash every later step: let that one point fall off the bottom.
+    low = min(min(c.before if c.before else c.after_cutoff, c.after_cutoff) for c, _ in shown)
     high = max(max(c.after_forward, n) for c, n in shown)
     pad = max(2.0, (high - low) * 0.08)
     return [low - pad, high + pad]

@@ -78,7 +78,7 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> No
                          f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
         if verdict != "accepted":
             lines.append(f"target's choice here: {_escape(visible(target.text))}")
-        cells[verdict].add(step.index, position + 1, short(draft.text, 6), "<br>".join(lines))
+        cells[verdict].add(step.index, position + 1, _escape(short(draft.text, 6)), "<br>".join(lines))
     extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
     if extra is not None:
         position = len(step.emitted)
@@ -87,10 +87,10 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> No
                else f"the target's next token after all {step.num_accepted} drafts were accepted")
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
                  + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
-        cells[extra.kind].add(step.index, target_row, short(extra.text, 6), hover)
+        cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, 6)), hover)
     if step.carryover:
         carried = " ".join(visible(token.text) for token in step.carryover)
-        cells["carryover"].add(step.index, 0, short(carried, 6),
+        cells["carryover"].add(step.index, 0, _escape(short(carried, 6)),
                                f"<b>step {step.index}: carryover</b><br>fed to the draft model before drafting:"
                                f"<br>{_escape(carried)}")
 
