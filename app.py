@@ -54,11 +54,13 @@ class EngineRunner:
         return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
+        progress(0.0, "starting the engine (the first run imports torch and transformers)")
         from engine import load_pair
         from engine.models import ModelLoadError
         with self._lock:
             if models.key in self._pairs:
                 self._pairs.move_to_end(models.key)
+                progress(1.0, "models ready")
                 return self._pairs[models.key]
             while len(self._pairs) >= MAX_LOADED_PAIRS:
                 self._pairs.popitem(last=False)

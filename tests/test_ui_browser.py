@@ -1,4 +1,5 @@
-"""End to end in Debian's chromium (Playwright): run, watch the timeline grow, scrub, stop, upload.
+"""End to end in Debian's chromium (Playwright): run the real tiny-random pair, watch the timeline
+grow, scrub; stop a (slow, fake) run and keep its steps; upload traces; phone width.
 
 Screenshots land in test-artifacts/ (desktop, phone, large text) for a person to look at.
 """
@@ -25,6 +26,10 @@ SPAN_JS = """() => {
     const range = document.querySelector('#sv-timeline .js-plotly-plot').layout.xaxis.range;
     return range[1] - range[0];
 }"""
+COLUMNS_JS = """() => {
+    const plot = document.querySelector('#sv-timeline .js-plotly-plot');
+    return new Set(plot.data.filter(t => t.meta !== 'carryover').flatMap(t => Array.from(t.x))).size;
+}"""
 CELLS_JS = """(category) => {
     const plot = document.querySelector('#sv-timeline .js-plotly-plot');
     if (!plot || !plot.data) return -1;
@@ -41,6 +46,14 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_app():
+    from app import EngineRunner                      # the real engine, tiny-random pair (built in code)
+    demo, url = serve(EngineRunner(device="cpu"))
+    yield url
+    demo.close()
 
 
 @pytest.fixture
@@ -78,17 +91,20 @@ def detail_text(page):
     return page.inner_text("#sv-detail")
 
 
-def test_run_scrub_and_screenshots(browser, slow_app):
+def test_tiny_random_run_scrub_and_screenshots(browser, tiny_app):
     ARTIFACTS.mkdir(exist_ok=True)
-    page = open_page(browser, slow_app)
-    assert page.evaluate(CELLS_JS, "accepted") > 0 and page.evaluate(SPAN_JS) == 16    # the recorded trace, at once
+    page = open_page(browser, tiny_app)
     choose_preset(page, "tiny-random")
     page.fill("#sv-prompt textarea", "def fib(n):")
+    page.fill("#sv-max-new input[type=number]", "96")
+    page.press("#sv-max-new input[type=number]", "Enter")
     page.click("#sv-run")
-    page.wait_for_function(f"({CELLS_JS})('accepted') > 0", timeout=30_000)     # the timeline updates while running
+    page.wait_for_function(f"({CELLS_JS})('accepted') + ({CELLS_JS})('rejected') > 0", timeout=60_000)
     wait_status(page, "Done")
-    assert page.evaluate(CELLS_JS, "accepted") == sum((4, 2, 0, 4, 3, 1, 4, 2) * 4)
-    assert page.evaluate(CELLS_JS, "bonus") > 0 and page.evaluate(CELLS_JS, "rejected") > 0
+    status = page.inner_text("#sv-status")
+    num_steps = int(status.split("Done: ")[1].split(" steps")[0])
+    assert num_steps > 5 and page.evaluate(COLUMNS_JS) == num_steps     # one timeline column per recorded step
+    assert "96 new tokens" in status or "EOS" in status
 
     scrubber = page.locator("#sv-scrubber input[type=range]")
     scrubber.focus()
@@ -96,7 +112,7 @@ def test_run_scrub_and_screenshots(browser, slow_app):
     page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 0')", timeout=10_000)
     page.click("#sv-next")
     page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 1')", timeout=10_000)
-    assert "target cache" in detail_text(page)
+    assert "target cache" in detail_text(page) and "draft cache" in detail_text(page)
     page.screenshot(path=str(ARTIFACTS / "browser-desktop.png"), full_page=True)
 
     page.set_viewport_size({"width": 1280, "height": 800})
@@ -106,8 +122,14 @@ def test_run_scrub_and_screenshots(browser, slow_app):
     page.screenshot(path=str(ARTIFACTS / "browser-large-text.png"))
     page.close()
 
+
+def test_phone_width_gets_fewer_steps_at_once(browser, slow_app):
+    ARTIFACTS.mkdir(exist_ok=True)
+    desktop = open_page(browser, slow_app)
+    assert desktop.evaluate(CELLS_JS, "accepted") > 0 and desktop.evaluate(SPAN_JS) == 16   # the recorded trace
+    desktop.close()
     phone = open_page(browser, slow_app, width=390, height=844)     # a phone loads the page at its own width
-    phone.wait_for_function(f"({SPAN_JS})() < 10", timeout=15_000)        # ... and gets fewer steps at once
+    phone.wait_for_function(f"({SPAN_JS})() < 10", timeout=15_000)
     phone.screenshot(path=str(ARTIFACTS / "browser-phone.png"), full_page=True)
     phone.close()
 
@@ -134,6 +156,9 @@ def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app
     upload(page, good)
     wait_status(page, "Replaying an uploaded trace: 3 steps")
     assert page.evaluate(CELLS_JS, "accepted") == 5
+    page.click("#sv-export")                                  # downloads: the trace JSON and the figure page
+    page.wait_for_selector("#sv-files [aria-label='specviz-figures.html']", timeout=20_000)
+    assert page.locator("#sv-files [aria-label='specviz-trace.json'] >> xpath=..").locator("a[download]").count() == 1
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"schema": "specviz.trace/1"}), encoding="utf-8")
     upload(page, broken)

@@ -1,0 +1,73 @@
+"""The UI on the real engine: app.EngineRunner with the built-in tiny-random pair (no files, seconds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gradio_client import Client
+
+from app import EngineRunner
+from engine.config import SpecConfig
+from specviz.runner import ModelChoice, RunnerError, RunRequest
+from specviz.views import Views
+from ui_server import serve
+
+NAMES = [name for name in Views.names() if name != "trace"]
+TINY = ModelChoice(preset="tiny-random")
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return EngineRunner(device="cpu")
+
+
+def test_presets_come_from_the_engine(runner):
+    names = [preset.name for preset in runner.presets()]
+    assert "tiny-random" in names and runner.default_preset in names
+    assert EngineRunner(default_preset="tiny-random").default_preset == "tiny-random"
+
+
+def test_runner_loads_once_reports_progress_and_steps_the_engine(runner):
+    messages = []
+    request = RunRequest(TINY, "def fib(n):", SpecConfig(k=4, max_new_tokens=24))
+    generation = runner.start(request, lambda fraction, message: messages.append((fraction, message)))
+    assert messages and all(0.0 <= fraction <= 1.0 for fraction, _ in messages)
+    first = generation.step()
+    assert first.index == 0 and not generation.trace().complete
+    while not generation.is_done:
+        generation.step()
+    trace = generation.trace()
+    assert trace.complete and trace.summary.new_tokens == 24 and trace.config.target
+    compared = runner.with_baseline(request, trace)
+    assert compared.baseline is not None and compared.baseline.identical and compared.baseline.exact_expected
+    again = []
+    runner.start(request, lambda fraction, message: again.append(message))
+    assert again[-1] == "models ready" and not any("tiny" in m for m in again)   # cached: no second load
+
+
+def test_runner_turns_load_and_input_errors_into_clear_messages(runner):
+    with pytest.raises(RunnerError, match="nope/missing"):
+        runner.start(RunRequest(ModelChoice(draft="nope/missing", target="nope/missing"), "x", SpecConfig()),
+                     lambda fraction, message: None)
+    with pytest.raises(ValueError, match="exceeds the model context"):
+        runner.start(RunRequest(TINY, "x" * 5000, SpecConfig(max_new_tokens=64)), lambda fraction, message: None)
+
+
+def test_gradio_client_streams_a_tiny_random_run(runner):
+    demo, url = serve(runner)
+    try:
+        client = Client(url, verbose=False)
+        job = client.submit(large=False, width=1280, preset="tiny-random", draft="", target="", drafter="model",
+                            prompt="def fib(n):", k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0,
+                            max_new_tokens=160, seed=0, draft_dtype="float32", target_dtype="float32",
+                            with_baseline=True, api_name="/run")
+        updates = [dict(zip(NAMES, update)) for update in job]
+    finally:
+        demo.close()
+    steps = [json.loads(u["per_step"]["plot"])["data"][1]["x"] for u in updates if u["per_step"]["plot"]]
+    streamed = [len(x) for x in steps]
+    assert len(streamed) >= 3 and streamed == sorted(streamed) and streamed[0] < streamed[-1]
+    final = updates[-1]
+    assert final["status"].startswith("Done") and "speedup" in final["metrics"]
+    assert "identical to target-only output" in final["metrics"]
