@@ -96,6 +96,7 @@ def load_pair_from_args(args: argparse.Namespace):
 
     from engine.models import load_pair
     transformers_logging.set_verbosity_error()      # our own errors are the clear ones
+    transformers_logging.disable_progress_bar()     # our progress lines say what is loading
     if args.preset and (args.draft or args.target):
         raise UsageError("give either --preset or --draft/--target, not both")
     if (args.draft is None) != (args.target is None) and not args.preset:
