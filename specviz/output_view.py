@@ -43,8 +43,8 @@ def metrics_html(trace: Trace | None) -> str:
     cards = [
         _card("acceptance rate", percent(summary.acceptance_rate),
               f"{summary.accepted} of {summary.drafted} drafted tokens accepted"),
-        _card("tokens per step", "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
-              f"mean emitted per target forward, bonus included; {model}"),
+        _card("mean accepted length", "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+              f"tokens emitted per step (per target forward), bonus included; {model}"),
         _card("target forwards", f"{summary.target_forwards}",
               f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
         _card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",

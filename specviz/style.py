@@ -55,7 +55,8 @@ class FigureStyle:
     font_size: int = 13
     title_size: int = 16
     cell_font_size: int = 12
-    timeline_steps: int = 16          # token cells need room for ~6 characters
+    timeline_steps: int = 16          # token cells need room for `cell_chars` characters
+    cell_chars: int = 6
     cache_steps: int = 12             # few enough that a cut of one position is visible
 
     @classmethod
@@ -64,5 +65,6 @@ class FigureStyle:
         style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
         if width and width < NARROW_WIDTH:
             steps = max(4, int(width // (70 if large else 52)))
-            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps)
+            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4,
+                                        cell_font_size=style.cell_font_size - 1)
         return style

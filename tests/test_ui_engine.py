@@ -71,3 +71,13 @@ def test_gradio_client_streams_a_tiny_random_run(runner):
     final = updates[-1]
     assert final["status"].startswith("Done") and "speedup" in final["metrics"]
     assert "identical to target-only output" in final["metrics"]
+
+
+def test_app_rejects_an_unknown_preset_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+    result = subprocess.run([sys.executable, "app.py", "--preset", "nope"], cwd=Path(__file__).resolve().parent.parent,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "unknown preset 'nope'; choose one of" in result.stderr
+    assert "Traceback" not in result.stderr

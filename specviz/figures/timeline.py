@@ -52,7 +52,7 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     max_k = max(step.k for step in trace.steps)
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
     for step in trace.steps:
-        _add_step(cells, step, target_row=max_k + 1)
+        _add_step(cells, step, max_k + 1, style.cell_chars)
     bars = [_bar(name, cell, style) for name, cell in cells.items() if cell.x or name != "carryover"]
     window = step_window([step.index for step in trace.steps], style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
@@ -66,7 +66,7 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
                "showgrid": False, "zeroline": False})
 
 
-def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> None:
+def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int, chars: int) -> None:
     for position, (draft, verdict) in enumerate(zip(step.draft, step.verdicts)):
         target = step.target[position]
         lines = [f"<b>step {step.index}, d{position + 1}: {_escape(visible(draft.text))}</b> ({verdict})",
@@ -78,7 +78,7 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> No
                          f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
         if verdict != "accepted":
             lines.append(f"target's choice here: {_escape(visible(target.text))}")
-        cells[verdict].add(step.index, position + 1, _escape(short(draft.text, 6)), "<br>".join(lines))
+        cells[verdict].add(step.index, position + 1, _escape(short(draft.text, chars)), "<br>".join(lines))
     extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
     if extra is not None:
         position = len(step.emitted)
@@ -87,10 +87,10 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int) -> No
                else f"the target's next token after all {step.num_accepted} drafts were accepted")
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
                  + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
-        cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, 6)), hover)
+        cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
     if step.carryover:
         carried = " ".join(visible(token.text) for token in step.carryover)
-        cells["carryover"].add(step.index, 0, _escape(short(carried, 6)),
+        cells["carryover"].add(step.index, 0, _escape(short(carried, chars)),
                                f"<b>step {step.index}: carryover</b><br>fed to the draft model before drafting:"
                                f"<br>{_escape(carried)}")
 
