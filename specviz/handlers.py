@@ -20,6 +20,7 @@ from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
 from specviz.export import export_files
+from specviz.replay import first_steps
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
 from specviz.stop import StopSignals
@@ -29,14 +30,17 @@ from specviz.style import FigureStyle
 from specviz.views import Views, render
 
 Outputs = tuple[Any, ...]
+REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
 
 
 class Handlers:
-    """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws."""
+    """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
+    `replay_delay` paces the replay of a recorded trace."""
 
-    def __init__(self, runner: Runner, min_interval: float = 0.15):
+    def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S):
         self.runner = runner
         self.min_interval = min_interval
+        self.replay_delay = replay_delay
         self.stops = StopSignals()
 
     # --- run / stop -----------------------------------------------------------------------
@@ -105,6 +109,29 @@ class Handlers:
         except (RunnerError, ValueError) as error:
             raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
         yield outputs(render(compared, finished_status(compared), style=style))
+
+    def replay(self, trace: Trace | None, large: bool, width: float | None,
+               request: gr.Request = None) -> Iterator[Outputs]:
+        """Play a recorded trace back step by step, no model needed (Stop ends it, keeping the whole trace)."""
+        if trace is None or not trace.steps:
+            raise gr.Error("There is no recorded trace to replay: run a generation or load a trace first.")
+        style = FigureStyle.for_screen(large, width)
+        session = _session(request)
+        stop = self.stops.open(session)
+        try:
+            for count in range(1, len(trace.steps) + 1):
+                if stop.is_set():
+                    break
+                shown = first_steps(trace, count)
+                status = f"Replaying… step {shown.steps[-1].index} of {trace.steps[-1].index}"
+                views = dict(zip(Views.names(), outputs(render(shown, status, live=True, style=style))))
+                views["trace"] = trace                 # the session keeps the whole trace all along
+                yield tuple(views.values())
+                time.sleep(self.replay_delay)
+            yield outputs(render(trace, f"Replayed {len(trace.steps)} recorded steps. Scrub through them below.",
+                                 style=style))
+        finally:
+            self.stops.close(session, stop)
 
     # --- step scrubber ----------------------------------------------------------------------
     def select_step(self, trace: Trace | None, index: float | None, large: bool,

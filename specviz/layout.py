@@ -57,6 +57,8 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
 
         run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
                   show_progress_on=[views["status"]], api_name="run")
+        views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
+                              show_progress="hidden", api_visibility="private")
         stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                    api_name="stop")
         step_out = [views["timeline"], views["kv_cache"], views["detail"]]
@@ -149,6 +151,7 @@ def _views(initial: Views) -> dict[str, gr.components.Component]:
                                   label="Step (scrub through the recorded steps)", interactive=scrubber.interactive,
                                   elem_id="sv-scrubber", min_width=160)
         v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=120)
+        v["replay"] = gr.Button("▶▶ Replay", elem_id="sv-replay", scale=0, min_width=120)
     v["detail"] = gr.HTML(initial.detail, elem_id="sv-detail")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):

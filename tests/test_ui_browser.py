@@ -123,10 +123,17 @@ def test_tiny_random_run_scrub_and_screenshots(browser, tiny_app):
     page.close()
 
 
-def test_phone_width_gets_fewer_steps_at_once(browser, slow_app):
+def test_replay_and_phone_width(browser, slow_app):
     ARTIFACTS.mkdir(exist_ok=True)
     desktop = open_page(browser, slow_app)
-    assert desktop.evaluate(CELLS_JS, "accepted") > 0 and desktop.evaluate(SPAN_JS) == 16   # the recorded trace
+    recorded = desktop.evaluate(CELLS_JS, "accepted")
+    assert recorded > 0 and desktop.evaluate(SPAN_JS) == 16          # the recorded trace, before any model loads
+    desktop.click("#sv-replay")                                       # ... plays back step by step
+    wait_status(desktop, "Replaying… step 1 of 23")
+    assert desktop.evaluate(CELLS_JS, "accepted") < recorded
+    desktop.click("#sv-stop")
+    wait_status(desktop, "Replayed 24 recorded steps")
+    assert desktop.evaluate(CELLS_JS, "accepted") == recorded
     desktop.close()
     phone = open_page(browser, slow_app, width=390, height=844)     # a phone loads the page at its own width
     phone.wait_for_function(f"({SPAN_JS})() < 10", timeout=15_000)

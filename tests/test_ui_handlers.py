@@ -206,3 +206,30 @@ def test_narrow_screens_show_fewer_steps_at_once():
     span = lambda fig: fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
     assert span(wide["timeline"]) == 16 and span(phone["timeline"]) == 7
     assert span(phone["kv_cache"]) == 7
+
+
+def test_replay_plays_a_recorded_trace_step_by_step_and_stops_on_request():
+    handlers = Handlers(FakeRunner(), replay_delay=0.0)
+    trace = make_trace([4, 1, 0, 2], sampling=True)
+    updates = [dict(zip(NAMES, out)) for out in handlers.replay(trace, False, None, request=Session("s"))]
+    cells = [len([b for b in u["timeline"].data if b.meta == "accepted"][0].x) for u in updates]
+    assert cells == [4, 5, 5, 7, 7] and all(u["trace"] is trace for u in updates)
+    assert "Replaying… step 0 of 3" in updates[0]["status"] and updates[-1]["status"].startswith("Replayed 4")
+    assert "incomplete" in updates[0]["output"] and "incomplete" not in updates[-1]["output"]
+    stopped = []
+    for out in handlers.replay(trace, False, None, request=Session("s")):
+        stopped.append(out)
+        handlers.stop(Session("s"))
+    assert len(stopped) == 2                     # the first step, then the whole trace
+    with pytest.raises(gr.Error, match="no recorded trace"):
+        list(handlers.replay(None, False, None))
+
+
+def test_first_steps_is_a_consistent_prefix():
+    from specviz.replay import first_steps
+    trace = make_trace([4, 1, 0, 2])
+    prefix = first_steps(trace, 2)
+    assert len(prefix.steps) == 2 and not prefix.complete
+    assert prefix.output.token_ids == tuple(t.id for s in trace.steps[:2] for t in s.emitted)
+    assert Trace.from_json(prefix.to_json()).summary.new_tokens == 7
+    assert first_steps(trace, 4) == trace
