@@ -58,16 +58,16 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
                   show_progress_on=[views["status"]], api_name="run")
         views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
-                              show_progress="hidden", api_visibility="private")
+                              show_progress="hidden", concurrency_limit=8, api_visibility="private")
         stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                    api_name="stop")
         step_out = [views["timeline"], views["kv_cache"], views["detail"]]
-        views["scrubber"].input(handlers.select_step, inputs=[state, views["scrubber"], large, width], outputs=step_out,
-                                trigger_mode="always_last", show_progress="hidden", concurrency_limit=None,
-                                api_name="select_step")
+        step_in = [state, views["scrubber"], large, width]
+        views["scrubber"].input(handlers.select_step, inputs=step_in, outputs=step_out, trigger_mode="always_last",
+                                show_progress="hidden", concurrency_limit=None, api_name="select_step")
         for button, move in ((views["prev"], handlers.previous_step), (views["next"], handlers.next_step)):
-            button.click(move, inputs=[state, views["scrubber"], large, width], outputs=[views["scrubber"], *step_out],
-                         show_progress="hidden", concurrency_limit=None, api_visibility="private")
+            button.click(move, inputs=step_in, outputs=[views["scrubber"], *step_out], show_progress="hidden",
+                         concurrency_limit=None, api_visibility="private")
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")
         restyle_in = [state, views["scrubber"], large, width, views["status"]]
@@ -118,10 +118,13 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
         gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
                     cache_examples=False, label="Example prompts", elem_id="sv-examples")
     with gr.Row():
-        c["k"] = gr.Slider(1, 16, value=min(start.k, 16), step=1, label="k (draft tokens per step)", elem_id="sv-k", min_width=140)
+        c["k"] = gr.Slider(1, 16, value=min(start.k, 16), step=1, label="k (draft tokens per step)", elem_id="sv-k",
+                           min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
-    c["temperature"] = gr.Slider(0.0, 2.0, value=min(start.temperature, 2.0), step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
-    c["max_new_tokens"] = gr.Slider(1, 512, value=min(start.max_new_tokens, 512), step=1, label="max new tokens", elem_id="sv-max-new")
+    c["temperature"] = gr.Slider(0.0, 2.0, value=min(start.temperature, 2.0), step=0.05,
+                                 label="temperature (0 = greedy)", elem_id="sv-temperature")
+    c["max_new_tokens"] = gr.Slider(1, 512, value=min(start.max_new_tokens, 512), step=1, label="max new tokens",
+                                    elem_id="sv-max-new")
     with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
         with gr.Row():
             c["top_p"] = gr.Slider(0.05, 1.0, value=max(start.top_p, 0.05), step=0.05, label="top-p", min_width=120)
@@ -132,7 +135,8 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
             c["draft_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="draft dtype", min_width=120)
             c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
                                             elem_id="sv-target-dtype")
-    c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"], elem_id="sv-exactness")
+    c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"],
+                                 elem_id="sv-exactness")
     c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
                                      elem_id="sv-baseline")
     return c

@@ -43,7 +43,8 @@ def metrics_html(trace: Trace | None) -> str:
     cards = [
         _card("acceptance rate", percent(summary.acceptance_rate),
               f"{summary.accepted} of {summary.drafted} drafted tokens accepted"),
-        _card("mean accepted length", "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+        _card("mean accepted length",
+              "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
               f"tokens emitted per step (per target forward), bonus included; {model}"),
         _card("target forwards", f"{summary.target_forwards}",
               f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
@@ -73,13 +74,15 @@ def _baseline_badge(trace: Trace) -> str:
         badge = "<span class='sv-badge sv-bad'>✗ differs from target-only output (unexpected: please report)</span>"
     else:
         badge = "<span class='sv-badge sv-warn'>≠ differs from target-only output (allowed here)</span>"
-    plain = "" if baseline.exact_expected else f" <span class='sv-muted'>Exact identity is not guaranteed. {escape(note)}</span>"
+    plain = ("" if baseline.exact_expected
+             else f" <span class='sv-muted'>Exact identity is not guaranteed. {escape(note)}</span>")
     return f"<div class='sv-note'>{badge}{plain}</div>"
 
 
 def _config_line(trace: Trace) -> str:
     config = trace.config
-    drafter = "n-gram prompt lookup" if config.drafter == "ngram" else f"draft {config.draft or '?'} ({config.draft_dtype or '?'})"
+    drafter = ("n-gram prompt lookup" if config.drafter == "ngram"
+               else f"draft {config.draft or '?'} ({config.draft_dtype or '?'})")
     sampling = "greedy" if config.is_greedy else (f"temperature {config.temperature:g}, top-p {config.top_p:g}"
                                                    f", top-k {config.top_k or 'off'}")
     k = f"k ≤ {config.k} (adaptive)" if config.adaptive_k else f"k = {config.k}"

@@ -46,7 +46,8 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
     layout: dict[str, Any] = {"annotations": [], "shapes": []}
     for row, (name, caches) in enumerate(models, start=1):
         traces += _cache_traces(row, name, steps, caches, committed, show_legend=row == 1)
-        layout[_axis_name("yaxis", row)] = axis(style, domain=domains[row - 1], range=_y_range(steps, caches, committed, window))
+        layout[_axis_name("yaxis", row)] = axis(style, domain=domains[row - 1],
+                                                range=_y_range(steps, caches, committed, window))
         layout["annotations"].append(_panel_title(f"{name} model cache (tokens)", row, domains[row - 1], style))
     cut_row = len(models) + 1
     for name, caches in models:
@@ -96,7 +97,8 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
         traces.append({
             "type": "scatter", "x": [s + offset for s in steps], "y": [getattr(c, stage) for c in caches],
             "mode": "markers", "name": label, "meta": f"{model}.{stage}", "legendgroup": stage,
-            "showlegend": show_legend, "hovertext": words, "hovertemplate": f"%{{hovertext}}<br>{label}: %{{y}}<extra></extra>",
+            "showlegend": show_legend, "hovertext": words,
+            "hovertemplate": f"%{{hovertext}}<br>{label}: %{{y}}<extra></extra>",
             "marker": {"symbol": symbol, "color": color, "size": 9, "line": {"width": 2, "color": color}}, **axes})
     traces.append({"type": "scatter", "x": [s + OFFSET for s in steps], "y": committed, "mode": "lines",
                    "name": "committed tokens", "meta": f"{model}.committed", "legendgroup": "committed",
