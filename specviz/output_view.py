@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from engine.metrics import expected_tokens_per_step
+from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.trace import Trace
 from specviz.exactness import exactness_note
 from specviz.geometric import verified_acceptance
@@ -42,7 +42,8 @@ def metrics_html(trace: Trace | None) -> str:
     model = f"model predicts {expected_tokens_per_step(alpha, max_k):.2f}" if alpha is not None else ""
     cards = [
         _card("acceptance rate", percent(summary.acceptance_rate),
-              f"{summary.accepted} of {summary.drafted} drafted tokens accepted"),
+              f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
+              + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
         _card("mean accepted length",
               "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
               f"tokens emitted per step (per target forward), bonus included; {model}"),
@@ -51,6 +52,11 @@ def metrics_html(trace: Trace | None) -> str:
         _card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
               f"{summary.wall_s:.2f} s wall time"),
     ]
+    if summary.estimated_alpha is not None and summary.cost_ratio is not None:
+        predicted = expected_speedup(summary.estimated_alpha, max_k, summary.cost_ratio)
+        cards.append(_card("predicted speedup", f"{predicted:.2f}×",
+                           f"Leviathan et al.: α = Σ min(p, q) = {summary.estimated_alpha:.2f}, "
+                           f"draft/target cost c = {summary.cost_ratio:.2f}, k = {max_k}"))
     if summary.baseline is not None:
         cards.append(_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
                            f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))

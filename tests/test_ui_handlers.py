@@ -78,7 +78,7 @@ def test_baseline_runs_after_the_generation():
     assert "target-only" in updates[-2]["status"]
     final = updates[-1]["trace"]
     assert final.baseline is not None and final.baseline.identical
-    assert "speedup" in updates[-1]["metrics"]
+    assert "speedup vs target-only" in updates[-1]["metrics"]
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -60,10 +60,11 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "speedup" not in html and "Greedy with a float32 target" in html
+    assert "speedup vs target-only" not in html and "Greedy with a float32 target" in html
+    assert "predicted speedup" in html and "α = Σ min(p, q) = 0.70" in html and "c = 0.30" in html
     same = make_trace([4, 1], baseline=BaselineStats(tokens_per_s=10.0, identical=True, wall_s=1.0))
     html = metrics_html(same)
-    assert "speedup" in html and "✓ identical to target-only output" in html
+    assert "speedup vs target-only" in html and "✓ identical to target-only output" in html
     differs = make_trace([4, 1], target_dtype="bfloat16",
                          baseline=BaselineStats(tokens_per_s=10.0, identical=False, exact_expected=False))
     html = metrics_html(differs)
