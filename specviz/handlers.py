@@ -8,6 +8,7 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import threading
 import time
@@ -31,6 +32,7 @@ from specviz.views import Views, render
 
 Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
+KEEP_EXPORTS = 20         # export folders kept in the temp directory
 
 
 class Handlers:
@@ -202,6 +204,7 @@ class Handlers:
         figures = {"timeline": views.timeline, "kv-cache": views.kv_cache, "per-step": views.per_step,
                    "positions": views.positions, "histogram": views.histogram}
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
+        _prune_exports(directory.parent)
         return [str(path) for path in export_files(trace, figures, directory)]
 
 
@@ -225,6 +228,13 @@ def _request(controls: Controls) -> RunRequest:
         return controls.to_request()
     except ValueError as error:
         raise gr.Error(str(error)) from None
+
+
+def _prune_exports(root: Path, keep: int = KEEP_EXPORTS) -> None:
+    """Delete all but the newest `keep` export folders (Gradio has copied older ones to its cache)."""
+    folders = sorted(root.glob("specviz-export-*"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for folder in folders[keep:]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _session(request: gr.Request | None) -> str:

@@ -36,7 +36,8 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, _demo_status(demo_trace), selected=first)
-    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+    # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
         state = gr.State(demo_trace.trace)
         with gr.Row(elem_id="sv-top"):
             with gr.Column(scale=5, min_width=300):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
 
 import gradio as gr
@@ -233,3 +234,14 @@ def test_first_steps_is_a_consistent_prefix():
     assert prefix.output.token_ids == tuple(t.id for s in trace.steps[:2] for t in s.emitted)
     assert Trace.from_json(prefix.to_json()).summary.new_tokens == 7
     assert first_steps(trace, 4) == trace
+
+
+def test_old_export_folders_are_pruned(tmp_path):
+    from specviz.handlers import _prune_exports
+    for i in range(5):
+        folder = tmp_path / f"specviz-export-{i}"
+        folder.mkdir()
+        os.utime(folder, (i, i))
+    (tmp_path / "unrelated").mkdir()
+    _prune_exports(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["specviz-export-3", "specviz-export-4", "unrelated"]
