@@ -57,6 +57,10 @@ class SpeculativeEngine:
     def target_only(self, trace: Trace) -> BaselineResult:
         return target_only(self.pair, list(trace.prompt.token_ids), trace.config)
 
+    def target_only_ids(self, prompt_ids: list[int], config: SpecConfig) -> tuple[int, ...]:
+        """Target-only decoding of already tokenized input; the generated ids."""
+        return target_only(self.pair, prompt_ids, config).token_ids
+
     def with_baseline(self, trace: Trace) -> Trace:
         """Run target-only decoding of the same prompt and config; attach speed and identity."""
         result = self.target_only(trace)

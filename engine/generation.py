@@ -108,6 +108,8 @@ class Generation:
         self.target.num_committed = len(self.committed)
         target_logits = result.logits                                                    # (k+1, V)
         target_probs = to_probs(target_logits, self.params)                             # (k+1, V)
+        if target_probs.device.type == "cuda":      # kernels run asynchronously: time the work, not the launch
+            torch.cuda.synchronize(target_probs.device)
         return target_logits, target_probs, result.length_before, result.length_after, \
             (time.perf_counter() - started) * 1000
 

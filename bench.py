@@ -1,0 +1,249 @@
+"""bench.py: SpecViz's engine against target-only decoding and transformers' assisted
+generation, in one process on one machine (DESIGN.md section 7).
+
+    python bench.py [--preset qwen-coder] [--quick] [--repeats 3] [--max-new-tokens 64]
+
+Every configuration runs every prompt `--repeats` times; the median wall time per
+(configuration, prompt) is kept and tokens/s are summed over prompts. Ratios, not
+absolute times, are the figures of merit. Writes bench-results.json and prints a
+markdown table. `--quick` uses tiny-random and finishes in about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import torch
+
+from engine.config import SpecConfig
+from engine.engine import SpeculativeEngine, exactness_guaranteed
+from engine.metrics import expected_speedup
+from engine.models import load_pair
+from engine.pair import ModelPair
+
+PROMPTS = {
+    "code": "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring.",
+    "code-2": "Write a Python class for a stack with push, pop, peek and is_empty methods.",
+    "explanation": "Explain in a short paragraph how a hash map handles collisions.",
+    "summary": "Summarize in two sentences: The mitochondrion is an organelle found in most eukaryotic cells. "
+               "It generates most of the cell's supply of ATP, used as a source of chemical energy, and it is "
+               "involved in signaling, cell differentiation and cell death.",
+    "repetition": "List the numbers from 1 to 40 separated by commas.",
+    "chat": "Hi! Can you suggest three names for a small orange cat?",
+}
+
+
+@dataclass
+class Row:
+    name: str
+    temperature: float
+    tokens: int = 0
+    wall_s: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0
+    alpha: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    k: int = 0
+    identical: bool | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+
+def timed(run: Callable[[], object], repeats: int) -> tuple[object, float]:
+    """The last result and the median wall time of `repeats` runs."""
+    results, times = None, []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        results = run()
+        times.append(time.perf_counter() - started)
+    return results, statistics.median(times)
+
+
+def hf_generate(pair: ModelPair, prompt_ids: list[int], config: SpecConfig, assisted: str | None) -> list[int]:
+    """transformers' generate(): target-only, or assisted at the same k ("same-k") or its defaults."""
+    input_ids = torch.tensor([prompt_ids], device=pair.device)
+    kwargs = dict(max_new_tokens=config.max_new_tokens, attention_mask=torch.ones_like(input_ids),
+                  pad_token_id=pair.tokenizer.pad_token_id or sorted(pair.eos_token_ids)[0],
+                  eos_token_id=sorted(pair.eos_token_ids))
+    kwargs.update(dict(do_sample=True, temperature=config.temperature, top_p=1.0, top_k=0)
+                  if config.temperature > 0 else dict(do_sample=False))
+    if assisted == "same-k":
+        kwargs.update(assistant_model=pair.draft, num_assistant_tokens=config.k,
+                      num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+    elif assisted == "defaults":
+        kwargs.update(assistant_model=pair.draft)
+    with torch.inference_mode():
+        output = pair.target.generate(input_ids, **kwargs)
+    return output[0, len(prompt_ids):].tolist()
+
+
+def bench_engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: int,
+                 reference: dict[str, tuple[int, ...]] | None) -> None:
+    identical = True
+    for prompt in PROMPTS.values():
+        trace, wall = timed(lambda: engine.generate(prompt, config), repeats)
+        summary = trace.summary
+        row.tokens += summary.new_tokens
+        row.wall_s += wall
+        row.drafted += summary.drafted
+        row.accepted += summary.accepted
+        row.steps += summary.steps
+        row.alpha += [v for step in trace.steps for v in step.overlap]
+        if summary.cost_ratio is not None:
+            row.cost.append(summary.cost_ratio)
+        if reference is not None:
+            identical &= trace.output.token_ids == reference[prompt]
+    row.k = config.k
+    row.identical = identical if reference is not None else None
+
+
+def bench_target_only(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: int) -> dict[str, tuple[int, ...]]:
+    """SpecViz's own one-token-per-forward loop (engine/baseline.py): the speedup reference."""
+    outputs = {}
+    for prompt in PROMPTS.values():
+        prompt_ids = engine.pair.encode_prompt(prompt)
+        result, wall = timed(lambda: engine.target_only_ids(prompt_ids, config), repeats)
+        outputs[prompt] = result
+        row.tokens += len(result)
+        row.wall_s += wall
+    row.identical = True if config.is_greedy else None
+    return outputs
+
+
+def bench_hf(row: Row, pair: ModelPair, config: SpecConfig, repeats: int, assisted: str | None,
+             reference: dict[str, tuple[int, ...]] | None) -> dict[str, tuple[int, ...]]:
+    outputs = {}
+    for prompt in PROMPTS.values():
+        prompt_ids = pair.encode_prompt(prompt)
+        tokens, wall = timed(lambda: hf_generate(pair, prompt_ids, config, assisted), repeats)
+        outputs[prompt] = tuple(tokens)
+        row.tokens += len(tokens)
+        row.wall_s += wall
+    row.k = config.k
+    if reference is not None:
+        row.identical = all(outputs[p] == reference[p] for p in PROMPTS.values())
+    return outputs
+
+
+def theory(row: Row) -> float | None:
+    if not row.alpha or not row.cost or not row.drafted:
+        return None
+    alpha = min(statistics.fmean(row.alpha), 0.999999)
+    k = row.drafted / row.steps
+    return expected_speedup(alpha, round(k), statistics.fmean(row.cost))
+
+
+def run(args: argparse.Namespace) -> dict:
+    preset = "tiny-random" if args.quick else args.preset
+    pair = load_pair(preset, draft_dtype="float32", target_dtype="float32")
+    fast_pair = load_pair(preset, draft_dtype="bfloat16", target_dtype="float32")
+    for warm in (pair, fast_pair):       # first forwards pay for allocation and lazy init: not measured
+        SpeculativeEngine(warm).generate("warm up", SpecConfig(k=4, max_new_tokens=8))
+        hf_generate(warm, warm.encode_prompt("warm up"), SpecConfig(k=4, max_new_tokens=8), "same-k")
+    rows: list[Row] = []
+    for temperature in (0.0, 0.7):
+        base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
+        greedy = temperature == 0.0
+        log = lambda name: print(f"  T={temperature:g} {name}", file=sys.stderr)  # noqa: E731
+        log("target-only")
+        target_row = Row("target-only (SpecViz loop)", temperature)
+        reference = bench_target_only(target_row, SpeculativeEngine(pair), base, args.repeats)
+        rows.append(target_row)
+        check = reference if greedy else None
+        log("target-only, transformers generate")
+        hf_row = Row("target-only (transformers generate)", temperature)
+        bench_hf(hf_row, pair, base, args.repeats, None, check)
+        rows.append(hf_row)
+        for assisted in ("same-k", "defaults"):
+            log(f"assisted {assisted}")
+            row = Row(f"transformers assisted, {'k=%d' % args.k if assisted == 'same-k' else 'its defaults'}", temperature)
+            bench_hf(row, pair, base, args.repeats, assisted, check)
+            rows.append(row)
+        engines = [
+            ("SpecViz, recorder on", SpeculativeEngine(pair), base),
+            ("SpecViz, recorder off", SpeculativeEngine(pair, detailed_trace=False), base),
+            ("SpecViz, adaptive k", SpeculativeEngine(pair), base.replace(adaptive_k=True)),
+            ("SpecViz, n-gram drafter", SpeculativeEngine(pair), base.replace(drafter="ngram")),
+            ("SpecViz, bf16 draft + fp32 target", SpeculativeEngine(fast_pair), base),
+            ("SpecViz, bf16 draft + adaptive k", SpeculativeEngine(fast_pair), base.replace(adaptive_k=True)),
+        ]
+        for name, engine, config in engines:
+            log(name)
+            row = Row(name, temperature)
+            exact = exactness_guaranteed(config.replace(target_dtype=engine.pair.target_dtype))
+            bench_engine(row, engine, config, args.repeats, check if exact else None)
+            rows.append(row)
+    return {"preset": preset, "machine": machine(), "repeats": args.repeats, "k": args.k,
+            "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "rows": [table_row(r, rows) for r in rows]}
+
+
+def table_row(row: Row, rows: list[Row]) -> dict:
+    same = [r for r in rows if r.temperature == row.temperature]
+    target = same[0].tokens_per_s             # SpecViz's own target-only loop
+    assisted = next(r.tokens_per_s for r in same if "assisted, k=" in r.name)
+    predicted = theory(row)
+    speedup = row.tokens_per_s / target if target else None
+    return {"name": row.name, "temperature": row.temperature, "tokens_per_s": round(row.tokens_per_s, 2),
+            "speedup": round(speedup, 3) if speedup else None,
+            "vs_assisted": round(row.tokens_per_s / assisted, 3) if assisted else None,
+            "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
+            "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
+            "theoretical_speedup": round(predicted, 3) if predicted else None,
+            "measured_over_theory": round(speedup / predicted, 3) if predicted and speedup else None,
+            "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+
+
+def machine() -> str:
+    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def markdown(results: dict) -> str:
+    def cell(value, fmt="{:.2f}"):
+        return "-" if value is None else ("yes" if value is True else "no" if value is False else fmt.format(value))
+    lines = [f"Preset `{results['preset']}`, k={results['k']}, {results['max_new_tokens']} new tokens, "
+             f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
+             "| configuration | T | tok/s | speedup vs target-only | vs assisted (same k) | acceptance | "
+             "tokens/step | theory speedup | measured/theory | identical |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["rows"]:
+        lines.append(f"| {r['name']} | {r['temperature']:g} | {cell(r['tokens_per_s'], '{:.1f}')} | "
+                     f"{cell(r['speedup'])}x | {cell(r['vs_assisted'])}x | {cell(r['acceptance_rate'], '{:.0%}')} | "
+                     f"{cell(r['mean_accepted_length'])} | {cell(r['theoretical_speedup'])}x | "
+                     f"{cell(r['measured_over_theory'])} | {cell(r['identical'])} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="qwen-coder")
+    parser.add_argument("--quick", action="store_true", help="tiny-random, about a minute")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per prompt; the median is kept")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--out", default="bench-results.json")
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    try:
+        results = run(args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=1)
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
