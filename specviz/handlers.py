@@ -67,6 +67,7 @@ class Handlers:
                                                progress=lambda fraction, message: progress(fraction, desc=message))
             except (RunnerError, ValueError) as error:
                 raise gr.Error(f"Could not start: {error}") from None
+            yield status_only(trace, "Models ready: reading the prompt (the first step includes the prefill)…")
             yield from self._stream(generation, style, stop)
             trace = generation.trace()
             if stop.is_set():
@@ -215,6 +216,11 @@ def outputs(views: Views) -> Outputs:
     values["scrubber"] = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
                                    interactive=scrubber.interactive)
     return tuple(values[name] for name in Views.names())
+
+
+def status_only(trace: Trace | None, status: str) -> Outputs:
+    """Outputs that change the status line only (the session keeps `trace`)."""
+    return tuple(trace if name == "trace" else status if name == "status" else gr.update() for name in Views.names())
 
 
 def finished_status(trace: Trace) -> str:

@@ -28,12 +28,13 @@ SPAN_JS = """() => {
 }"""
 COLUMNS_JS = """() => {
     const plot = document.querySelector('#sv-timeline .js-plotly-plot');
-    return new Set(plot.data.filter(t => t.meta !== 'carryover').flatMap(t => Array.from(t.x))).size;
+    const xs = plot.data.filter(t => t.meta !== 'carryover').flatMap(t => Array.from(t.x));
+    return new Set(xs.filter(x => x !== null)).size;
 }"""
 CELLS_JS = """(category) => {
     const plot = document.querySelector('#sv-timeline .js-plotly-plot');
     if (!plot || !plot.data) return -1;
-    return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.length, 0);
+    return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
 }"""
 
 

@@ -65,7 +65,8 @@ def test_gradio_client_streams_a_tiny_random_run(runner):
         updates = [dict(zip(NAMES, update)) for update in job]
     finally:
         demo.close()
-    steps = [json.loads(u["per_step"]["plot"])["data"][1]["x"] for u in updates if u["per_step"]["plot"]]
+    steps = [json.loads(u["per_step"]["plot"])["data"][1]["x"] for u in updates
+             if isinstance(u["per_step"], dict) and "plot" in u["per_step"]]
     streamed = [len(x) for x in steps]
     assert len(streamed) >= 3 and streamed == sorted(streamed) and streamed[0] < streamed[-1]
     final = updates[-1]

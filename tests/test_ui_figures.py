@@ -24,6 +24,11 @@ def cells(fig, category):
     return [trace for trace in fig.data if trace.meta == category]
 
 
+def placed(bar):
+    """The cells a bar trace really draws (an empty category holds one None cell for the legend)."""
+    return [x for x in bar.x if x is not None]
+
+
 @pytest.mark.parametrize("sampling", [False, True])
 def test_timeline_cells_match_the_trace(sampling):
     trace = make_trace([4, 1, 0, 4, 2, 3], sampling=sampling)
@@ -34,9 +39,9 @@ def test_timeline_cells_match_the_trace(sampling):
                                ("unverified", verdicts.count("unverified")), ("recovered", kinds.count("recovered")),
                                ("bonus", kinds.count("bonus"))]:
         (bar,) = cells(fig, category)
-        assert len(bar.x) == expected, category
+        assert len(placed(bar)) == expected, category
     assert len(by_meta(fig, "accepted").x) == trace.summary.accepted
-    assert len(by_meta(fig, "bonus").x) == 2 and len(by_meta(fig, "recovered").x) == 4
+    assert len(placed(by_meta(fig, "bonus"))) == 2 and len(placed(by_meta(fig, "recovered"))) == 4
 
 
 def test_timeline_places_cells_by_step_and_position():
@@ -144,3 +149,11 @@ def test_every_figure_has_an_empty_state_and_a_large_style(builder):
     large = builder(make_trace([2, 4]), style=FigureStyle.for_screen(large=True))
     assert large.layout.font.size == 18
     assert large.layout.title.text and not math.isnan(large.layout.height)
+
+
+def test_timeline_legend_lists_every_colour_from_the_first_step():
+    fig = timeline_figure(make_trace([4]))
+    assert [trace.meta for trace in fig.data] == ["accepted", "rejected", "unverified", "recovered", "bonus",
+                                                   "carryover"]
+    assert placed(by_meta(fig, "rejected")) == [] and len(placed(by_meta(fig, "accepted"))) == 4
+    assert list(fig.layout.xaxis.range) == [-0.5, 7.5]         # room for 8 steps: the first is not stretched

@@ -34,7 +34,11 @@ def progress(fraction, desc=None):
 
 
 def run_all(handlers, **changes):
-    return [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *controls(**changes), progress=progress)]
+    """Every update of a run after the status-only 'models ready' one (checked in its own test)."""
+    updates = [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *controls(**changes),
+                                                             progress=progress)]
+    assert "Models ready" in updates[0]["status"] and updates[0]["timeline"] == gr.update()
+    return updates[1:]
 
 
 def test_run_parameters_are_the_controls_in_order():
@@ -132,9 +136,9 @@ def test_stop_ends_the_run_after_the_current_step_and_keeps_the_partial_trace():
     updates = []
     for out in handlers.run(None, False, None, *controls(), request=mine, progress=progress):
         updates.append(dict(zip(NAMES, out)))
-        if len(updates) == 1:
-            handlers.stop(other)                 # another session's Stop does not touch this run
         if len(updates) == 2:
+            handlers.stop(other)                 # another session's Stop does not touch this run
+        if len(updates) == 3:
             handlers.stop(mine)
     final = updates[-1]
     assert final["status"] == f"Stopped: the {len(final['trace'].steps)} steps recorded so far are kept."

@@ -15,6 +15,7 @@ from specviz.style import FigureStyle
 
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 LEGEND_ROOM = 64          # pixels under the x axis for a one- or two-row legend
+MIN_COLUMNS = 8           # a step axis always has room for this many steps
 
 
 def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, style: FigureStyle, height: int,
@@ -90,5 +91,9 @@ def step_window(indices: Sequence[int], visible: int, selected: int | None = Non
     return indices[start], indices[start + visible - 1]
 
 
-def x_range(window: tuple[int, int] | None) -> list[float] | None:
-    return None if window is None else [window[0] - 0.5, window[1] + 0.5]
+def x_range(indices: Sequence[int], window: tuple[int, int] | None) -> list[float]:
+    """The x range for a step axis: the window, or room for at least MIN_COLUMNS steps, so the
+    first steps of a live run are drawn at their final width instead of filling the plot."""
+    if window is not None:
+        return [window[0] - 0.5, window[1] + 0.5]
+    return [indices[0] - 0.5, indices[0] + max(len(indices), MIN_COLUMNS) - 0.5]

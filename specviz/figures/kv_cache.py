@@ -60,7 +60,7 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
     layout["annotations"].append(_panel_title(cut_title, cut_row, domains[-1], style))
     most_cut = max((c.cutoff for _, caches in models for c in caches), default=0)
     layout[_axis_name("yaxis", cut_row)] = axis(style, domain=domains[-1], range=[0, max(1, most_cut) * 1.35])
-    ticks = {"range": x_range(window), "showgrid": False, "tickmode": "linear",
+    ticks = {"range": x_range(steps, window), "showgrid": False, "tickmode": "linear",
              "dtick": 1 if window or len(steps) <= 20 else 5}
     for row in range(1, cut_row + 1):
         bottom = row == cut_row

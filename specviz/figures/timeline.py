@@ -53,15 +53,16 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
     for step in trace.steps:
         _add_step(cells, step, max_k + 1, style.cell_chars)
-    bars = [_bar(name, cell, style) for name, cell in cells.items() if cell.x or name != "carryover"]
-    window = step_window([step.index for step in trace.steps], style.timeline_steps, selected_step, follow_end)
+    bars = [_bar(name, cell, style) for name, cell in cells.items()]
+    indices = [step.index for step in trace.steps]
+    window = step_window(indices, style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
     return make_figure(
         bars, TITLE, SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
         barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step),
         yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],
                "range": [-0.55, rows - 0.45], "fixedrange": True, "showgrid": False, "zeroline": False},
-        xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(window),
+        xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(indices, window),
                "tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5,
                "showgrid": False, "zeroline": False})
 
@@ -96,6 +97,10 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int, chars
 
 
 def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
+    """One category's cells as a bar trace; an empty category gets one invisible (None) cell so
+    that the legend always lists every colour, from the first step of a run on."""
+    if not cells.x:
+        cells = _Cells(x=[None], base=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": COLORS[name], "line": {"width": 0}}
     if name == "rejected":   # hatched as well as coloured, for greyscale projectors
         marker["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.45)", "size": 8,
