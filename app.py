@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from engine.trace import Trace  # noqa: E402  (after the analytics switch)
+from engine.config import DEVICES  # noqa: E402  (after the analytics switch)
+from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.runner import Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
@@ -87,11 +88,14 @@ def gpu_decorator() -> Callable[[Callable], Callable]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SpecViz: speculative decoding, step by step.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0; anywhere else the default stays on loopback.
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="address to serve on (default 127.0.0.1, or $GRADIO_SERVER_NAME)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                        help="port (default 7860, or $GRADIO_SERVER_PORT)")
     parser.add_argument("--share", action="store_true", help="create a public Gradio share link")
     parser.add_argument("--preset", default=None, help="model preset selected when the page opens")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default auto)")
+    parser.add_argument("--device", default="auto", choices=DEVICES, help="where the models run (default auto)")
     args = parser.parse_args(argv)
     runner = EngineRunner(device=args.device, default_preset=args.preset)
     names = [preset.name for preset in runner.presets()]
