@@ -60,7 +60,10 @@ def _carryover(step: StepRecord) -> str:
         note = ("fed to the draft model before it drafts: tokens it has not seen yet "
                 "(after a full accept: its last draft and the bonus token)")
         return f"<div class='sv-row'><b>Carryover</b> {chips} <span class='sv-muted'>{note}</span></div>"
-    return "<div class='sv-row'><b>Carryover</b> <span class='sv-muted'>none fed to the draft this step</span></div>"
+    why = ("the n-gram drafter has no model to feed" if step.kv_draft is None
+           else "the first step prefills the prompt instead" if step.index == 0
+           else "none fed to the draft this step")
+    return f"<div class='sv-row'><b>Carryover</b> <span class='sv-muted'>{why}</span></div>"
 
 
 def _table(step: StepRecord, greedy: bool) -> str:

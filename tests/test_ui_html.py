@@ -76,3 +76,12 @@ def test_exactness_note():
     assert "not guaranteed" in exactness_note("bfloat16", 0.0)
     assert "bfloat16 draft" in exactness_note("float32", 0.0)       # a bf16 draft keeps exactness
     assert "distribution" in exactness_note("float32", 0.8)
+
+
+def test_step_detail_of_an_ngram_step_without_a_match():
+    from trace_factory import make_steps, trace_from_steps
+    steps = make_steps([2, 0], k=[4, 0], ngram=True)
+    trace = trace_from_steps(steps, ngram=True)
+    html = step_detail_html(trace, 1)
+    assert "no drafts (plain target step)" in html and "n-gram drafter has no model to feed" in html
+    assert "draft: n-gram lookup, no cache" in html

@@ -95,7 +95,7 @@ def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) ->
                        "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
                        "marker": {"size": 10, "symbol": "diamond"},
                        "hovertemplate": "model: P(%{x} accepted) = %{y:.1%}<extra></extra>"})
-    return make_figure(traces, HISTOGRAM_TITLE, "vs the i.i.d. model, a = accepted / checked", style, _height(style),
+    return make_figure(traces, HISTOGRAM_TITLE, "vs i.i.d. model; a = accepted/checked", style, _height(style),
                        xaxis={"title": {"text": "drafts accepted in the step"}, "dtick": 1},
                        yaxis={"title": {"text": "share of steps"}, "tickformat": ".0%", "rangemode": "tozero"})
 
