@@ -8,6 +8,7 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
@@ -21,15 +22,16 @@ from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
 from specviz.export import export_files
+from specviz.figures.kv_cache import kv_cache_figure
+from specviz.figures.timeline import timeline_figure
 from specviz.replay import first_steps
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
 from specviz.stop import StopSignals
-from specviz.figures.kv_cache import kv_cache_figure
-from specviz.figures.timeline import timeline_figure
 from specviz.style import FigureStyle
 from specviz.views import Views, render
 
+LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
 KEEP_EXPORTS = 20         # export folders kept in the temp directory
@@ -67,6 +69,9 @@ class Handlers:
                                                progress=lambda fraction, message: progress(fraction, desc=message))
             except (RunnerError, ValueError) as error:
                 raise gr.Error(f"Could not start: {error}") from None
+            except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
+                LOG.exception("starting a run failed")
+                raise gr.Error(f"Could not start: {type(error).__name__}: {error}") from None
             yield status_only(trace, "Models ready: reading the prompt (the first step includes the prefill)…")
             yield from self._stream(generation, style, stop)
             trace = generation.trace()
@@ -90,6 +95,7 @@ class Handlers:
             try:
                 generation.step()
             except Exception as error:  # the engine failed mid-run: keep what it recorded, then say why
+                LOG.exception("a generation step failed")
                 trace = _partial(generation)
                 if trace is not None:
                     yield outputs(render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style))
@@ -109,7 +115,8 @@ class Handlers:
         yield outputs(render(trace, "Running target-only decoding for comparison…", style=style))
         try:
             compared = self.runner.with_baseline(request, trace)
-        except (RunnerError, ValueError) as error:
+        except Exception as error:  # the speculative run is already shown: keep it, say what failed
+            LOG.exception("the target-only baseline failed")
             raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
         yield outputs(render(compared, finished_status(compared), style=style))
 

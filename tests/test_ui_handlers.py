@@ -249,3 +249,23 @@ def test_old_export_folders_are_pruned(tmp_path):
     (tmp_path / "unrelated").mkdir()
     _prune_exports(tmp_path, keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["specviz-export-3", "specviz-export-4", "unrelated"]
+
+
+def test_unexpected_failures_become_one_line_errors():
+    class Broken(FakeRunner):
+        def start(self, request, progress):
+            raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(gr.Error, match="Could not start: RuntimeError: CUDA out of memory"):
+        run_all(Handlers(Broken()))
+
+    class BrokenBaseline(FakeRunner):
+        def with_baseline(self, request, trace):
+            raise RuntimeError("baseline exploded")
+
+    seen = []
+    with pytest.raises(gr.Error, match="baseline exploded. The speculative run is kept"):
+        for out in Handlers(BrokenBaseline(accepted=(4, 1))).run(None, False, None, *controls(with_baseline=True),
+                                                                  progress=progress):
+            seen.append(dict(zip(NAMES, out)))
+    assert seen[-1]["trace"].complete and len(seen[-1]["trace"].steps) == 2
