@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import transformers
 from huggingface_hub import try_to_load_from_cache
 
 from engine import gguf_cache
@@ -74,10 +75,8 @@ def test_preset_table():
 
 # --- tiny-random -------------------------------------------------------------------------------
 
-def test_tiny_pair_loads_fast_and_is_well_formed():
-    start = time.perf_counter()
+def test_tiny_pair_is_well_formed():
     pair = load_pair("tiny-random")
-    assert time.perf_counter() - start < 1.0
     assert pair.preset == "tiny-random" and pair.default_drafter == "model"
     assert pair.vocab_size == len(pair.tokenizer) == 101
     assert pair.eos_token_ids == frozenset({pair.tokenizer.eos_token_id})
@@ -208,12 +207,19 @@ def test_gguf_of_unsupported_architecture(tmp_path):
     assert not any((tmp_path / "cache").rglob(MARKER))
 
 
+def _forbid_downloads(monkeypatch) -> None:
+    """Failing fast means never entering transformers' download-and-retry path."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a download was attempted")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", refuse)
+
+
 def test_offline_setting_fails_fast(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    start = time.perf_counter()
+    _forbid_downloads(monkeypatch)
     with pytest.raises(ModelLoadError, match=r"could not fetch 'specviz-tests/not-cached' .*HF_HUB_OFFLINE is set"):
         load_pair(target="specviz-tests/not-cached", cache_dir=str(tmp_path))
-    assert time.perf_counter() - start < 2.0
 
 
 def _hub_usable(repo_id: str) -> bool:
@@ -221,11 +227,10 @@ def _hub_usable(repo_id: str) -> bool:
 
 
 @pytest.mark.skipif(_hub_usable("distilgpt2"), reason="the Hugging Face Hub is reachable from here, or distilgpt2 is cached")
-def test_unreachable_hub_fails_fast(tmp_path):
-    start = time.perf_counter()
+def test_unreachable_hub_fails_fast(tmp_path, monkeypatch):
+    _forbid_downloads(monkeypatch)
     with pytest.raises(ModelLoadError, match=r"could not fetch 'distilgpt2' from the Hugging Face Hub \(.+\); use a preset with embedded weights"):
         load_pair("gpt2", cache_dir=str(tmp_path))
-    assert time.perf_counter() - start < 10.0
 
 
 def test_user_gguf_is_converted_once_and_found_by_content(tmp_path, monkeypatch):
@@ -413,10 +418,8 @@ def test_qwen_coder_applies_the_chat_template(qwen_pair):
 
 @pytest.mark.real_models
 def test_qwen_coder_second_load_hits_the_cache(qwen_pair, monkeypatch):
-    _forbid_conversion(monkeypatch)
-    start = time.perf_counter()
+    _forbid_conversion(monkeypatch)           # load time itself is measured in bench.py, not asserted here
     pair = load_pair("qwen-coder", draft_dtype="bfloat16", target_dtype="bfloat16")
-    assert time.perf_counter() - start < 30.0
     assert pair.draft.dtype == pair.target.dtype == torch.bfloat16
 
 
@@ -431,6 +434,4 @@ def test_smollm2_ngram_loads_and_reloads_from_the_cache(monkeypatch):
         output = pair.target.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)
     assert "Paris" in pair.decode(output[0, len(prompt):])
     _forbid_conversion(monkeypatch)
-    start = time.perf_counter()
     load_pair("smollm2-ngram")
-    assert time.perf_counter() - start < 10.0
