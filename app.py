@@ -19,19 +19,23 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 from engine.config import DEVICES  # noqa: E402  (after the analytics switch)
 from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
+from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
 from specviz.runner import Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
 MAX_UPLOAD = "20mb"        # engine.trace.MAX_TRACE_BYTES
 MAX_LOADED_PAIRS = 2       # pairs kept in memory; the least recently used is dropped first
+QUEUE_SIZE = 32            # runs waiting at once; one more gets "busy, please try again"
+MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is kept; the oldest go first
 
 
 class EngineRunner:
     """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock."""
 
-    def __init__(self, device: str = "auto", default_preset: str | None = None):
+    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
         self.device = device
         self._default = default_preset
+        self.policy = policy      # a hosted server's limits, checked again here: every run, baseline and sweep
         self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -47,6 +51,8 @@ class EngineRunner:
 
     def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
         from engine import SpeculativeEngine
+        if self.policy is not None:
+            self.policy.check_config(request.config)
         engine = SpeculativeEngine(self._pair(request.models, progress))
         return engine.start(request.prompt, request.config)
 
@@ -55,6 +61,8 @@ class EngineRunner:
         return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
+        if self.policy is not None:
+            self.policy.check_models(models)
         progress(0.0, "starting the engine (the first run imports torch and transformers)")
         from engine import load_pair
         from engine.models import ModelLoadError
@@ -96,15 +104,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--share", action="store_true", help="create a public Gradio share link")
     parser.add_argument("--preset", default=None, help="model preset selected when the page opens")
     parser.add_argument("--device", default="auto", choices=DEVICES, help="where the models run (default auto)")
+    parser.add_argument("--hosted", action="store_true", default=hosted_from_env(),
+                        help=f"public server: presets' models only, no local paths, short runs (or ${HOSTED_ENV}=1)")
     args = parser.parse_args(argv)
-    runner = EngineRunner(device=args.device, default_preset=args.preset)
+    policy = Policy.hosted_default() if args.hosted else Policy()
+    runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None)
     names = [preset.name for preset in runner.presets()]
     if args.preset is not None and args.preset not in names:
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
-    demo = build_demo(runner, gpu=gpu_decorator())
-    demo.queue(default_concurrency_limit=1, max_size=32)
+    demo = build_demo(runner, gpu=gpu_decorator(), policy=policy)
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    # Uploads are parsed, never served back, so no allowed_paths; max_file_size caps them.
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD,
-                theme=theme(), css=css())
+                state_session_capacity=MAX_SESSIONS, theme=theme(), css=css())
 
 
 if __name__ == "__main__":

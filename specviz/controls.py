@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from engine.config import ConfigError, SpecConfig
+from engine.config import DTYPES, ConfigError, SpecConfig
+from specviz.policy import Policy
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
 
 MAX_PROMPT_CHARS = 8000
@@ -35,32 +36,55 @@ class Controls:
     def names(cls) -> list[str]:
         return [field.name for field in fields(cls)]
 
-    def to_request(self) -> RunRequest:
-        """Check every value; raises ConfigError with one readable sentence on bad input."""
-        prompt = (self.prompt or "").strip()
+    def to_request(self, policy: Policy = Policy()) -> RunRequest:
+        """Check every value, whatever its type (API callers send any JSON); raises ConfigError
+        with one readable sentence on bad input, or when `policy` (this server's limits) refuses it."""
+        prompt = _text(self.prompt, "the prompt").strip()
         if not prompt:
             raise ConfigError("The prompt is empty: type one or pick an example.")
         if len(prompt) > MAX_PROMPT_CHARS:
             raise ConfigError(f"The prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}.")
         config = SpecConfig(
-            k=_whole(self.k, "k"), adaptive_k=bool(self.adaptive_k), temperature=_real(self.temperature, "temperature"),
-            top_p=_real(self.top_p, "top-p"), top_k=_whole(self.top_k, "top-k"),
-            max_new_tokens=_whole(self.max_new_tokens, "max new tokens"), seed=_whole(self.seed, "seed"),
-            drafter=self.drafter)
-        return RunRequest(models=self._models(), prompt=prompt, config=config, with_baseline=bool(self.with_baseline))
+            k=_whole(self.k, "k"), adaptive_k=_flag(self.adaptive_k, "adaptive k"),
+            temperature=_real(self.temperature, "temperature"), top_p=_real(self.top_p, "top-p"),
+            top_k=_whole(self.top_k, "top-k"), max_new_tokens=_whole(self.max_new_tokens, "max new tokens"),
+            seed=_whole(self.seed, "seed"), drafter=_text(self.drafter, "the drafter"))
+        request = RunRequest(models=self._models(), prompt=prompt, config=config,
+                             with_baseline=_flag(self.with_baseline, "the target-only comparison"))
+        policy.check(request)
+        return request
 
     def _models(self) -> ModelChoice:
-        dtypes = {"draft_dtype": self.draft_dtype or "float32", "target_dtype": self.target_dtype or "float32"}
-        if self.preset != CUSTOM:
-            if not self.preset:
+        dtypes = {"draft_dtype": _text(self.draft_dtype, "draft dtype") or "float32",
+                  "target_dtype": _text(self.target_dtype, "target dtype") or "float32"}
+        for name, dtype in dtypes.items():
+            if dtype not in DTYPES:
+                raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        preset = _text(self.preset, "the preset")
+        if preset != CUSTOM:
+            if not preset:
                 raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")
-            return ModelChoice(preset=self.preset, **dtypes)
-        draft, target = (self.draft or "").strip(), (self.target or "").strip()
+            return ModelChoice(preset=preset, **dtypes)
+        draft, target = _text(self.draft, "the draft model").strip(), _text(self.target, "the target model").strip()
         if not target:
             raise ConfigError("Enter a target model for the custom pair (hub id, local folder or .gguf path).")
         if not draft and self.drafter == "model":
             raise ConfigError("Enter a draft model for the custom pair, or switch the drafter to n-gram.")
         return ModelChoice(draft=draft, target=target, **dtypes)
+
+
+def _text(value: Any, name: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be text, got {type(value).__name__}")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
 def _whole(value: Any, name: str) -> int:
@@ -73,10 +97,12 @@ def _whole(value: Any, name: str) -> int:
 def _real(value: Any, name: str) -> float:
     if value is None or value == "":
         raise ConfigError(f"{name} is empty: enter a number.")
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{name} must be a number, got {str(value)[:40]!r}") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise ConfigError(f"{name} must be a finite number, got {value!r}")
     return number

@@ -24,6 +24,7 @@ from specviz.exactness import exactness_note
 from specviz.export import export_files
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.policy import Policy
 from specviz.replay import first_steps
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
@@ -39,12 +40,14 @@ KEEP_EXPORTS = 20         # export folders kept in the temp directory
 
 class Handlers:
     """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
-    `replay_delay` paces the replay of a recorded trace."""
+    `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts."""
 
-    def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S):
+    def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S,
+                 policy: Policy = Policy()):
         self.runner = runner
         self.min_interval = min_interval
         self.replay_delay = replay_delay
+        self.policy = policy
         self.stops = StopSignals()
 
     # --- run / stop -----------------------------------------------------------------------
@@ -58,7 +61,8 @@ class Handlers:
         Controls fields, in order (named for API users).
         """
         run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature, top_p,
-                                        top_k, max_new_tokens, seed, draft_dtype, target_dtype, with_baseline))
+                                        top_k, max_new_tokens, seed, draft_dtype, target_dtype, with_baseline),
+                               self.policy)
         style = FigureStyle.for_screen(large, width)
         session = _session(request)
         stop = self.stops.open(session)
@@ -180,8 +184,7 @@ class Handlers:
         """Show the custom model boxes for 'custom'; pick the preset's drafter; describe it."""
         info = next((p for p in self.runner.presets() if p.name == preset), None)
         custom = preset == CUSTOM
-        description = ("Type a draft and a target: hub id, local folder, or .gguf path. They must share a vocabulary."
-                       if custom else (info.description if info else ""))
+        description = (_custom_help(self.policy) if custom else (info.description if info else ""))
         drafter = gr.update(value=info.default_drafter) if info else gr.update()
         return gr.update(visible=custom), gr.update(visible=custom), drafter, description
 
@@ -236,11 +239,18 @@ def finished_status(trace: Trace) -> str:
     return f"Done: {summary.steps} steps, {why}. Scrub through the steps below."
 
 
-def _request(controls: Controls) -> RunRequest:
+def _request(controls: Controls, policy: Policy) -> RunRequest:
     try:
-        return controls.to_request()
+        return controls.to_request(policy)
     except ValueError as error:
         raise gr.Error(str(error)) from None
+
+
+def _custom_help(policy: Policy) -> str:
+    if policy.hosted:
+        return ("Type a draft and a target from this server's list (hosted mode, no local paths): "
+                f"{', '.join(sorted(policy.allowed_models))}. They must share a vocabulary.")
+    return "Type a draft and a target: hub id, local folder, or .gguf path. They must share a vocabulary."
 
 
 def _prune_exports(root: Path, keep: int = KEEP_EXPORTS) -> None:

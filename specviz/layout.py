@@ -15,6 +15,7 @@ from specviz.assets import ASSETS_DIR, DemoTrace, load_demo_trace, load_examples
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
 from specviz.handlers import Handlers, outputs
+from specviz.policy import Policy
 from specviz.runner import CUSTOM, Runner
 from specviz.views import Views, render
 
@@ -27,18 +28,20 @@ INTRO = (
 )
 LARGE_TEXT_JS = "(large) => { document.body.classList.toggle('sv-large', large); }"
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
+STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its last run or upload
 
 
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
-               demo_trace: DemoTrace | None = None) -> gr.Blocks:
-    """The Blocks app; `gpu` wraps the generation entry (spaces.GPU on ZeroGPU Spaces)."""
-    handlers = Handlers(runner)
+               demo_trace: DemoTrace | None = None, policy: Policy = Policy()) -> gr.Blocks:
+    """The Blocks app; `gpu` wraps the generation entry (spaces.GPU on ZeroGPU Spaces); `policy`
+    is what this server accepts (control ranges; models in hosted mode)."""
+    handlers = Handlers(runner, policy=policy)
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, _demo_status(demo_trace), selected=first)
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
-        state = gr.State(demo_trace.trace)
+        state = gr.State(demo_trace.trace, time_to_live=STATE_TTL_S)
         with gr.Row(elem_id="sv-top"):
             with gr.Column(scale=5, min_width=300):
                 gr.HTML(INTRO)
@@ -47,7 +50,7 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
         with gr.Row(elem_id="sv-main", equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
-                controls = _controls(runner, demo_trace)
+                controls = _controls(runner, demo_trace, policy)
                 with gr.Row():
                     run = gr.Button("Run", variant="primary", elem_id="sv-run")
                     stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
@@ -56,8 +59,10 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         views_out = [state if name == "trace" else views[name] for name in Views.names()]
         control_in = [controls[name] for name in Controls.names()]
 
+        # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
+        # (text for a number, a value out of range) gets the same clear sentence as the page's.
         run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
-                  show_progress_on=[views["status"]], api_name="run")
+                  show_progress_on=[views["status"]], api_name="run", preprocess=False)
         views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
                               show_progress="hidden", concurrency_limit=8, api_visibility="private")
         stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
@@ -84,7 +89,7 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                                concurrency_limit=2, api_visibility="private")
         views["export"].click(handlers.export, inputs=[state], outputs=[views["files"]],
-                              concurrency_limit=2, api_visibility="private")
+                              concurrency_limit=2, api_name="export")
     return demo
 
 
@@ -96,12 +101,14 @@ def _demo_status(demo_trace: DemoTrace) -> str:
             f"{len(demo_trace.trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
 
 
-def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.Component]:
+def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str, gr.components.Component]:
     presets = list(runner.presets())
     default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
     recorded = demo_trace.trace
     start = recorded.config if recorded else SpecConfig()      # Run first re-records what the page shows
     c: dict[str, gr.components.Component] = {}
+    if policy.hosted:
+        gr.Markdown(policy.note, elem_id="sv-hosted", elem_classes=["sv-note"])
     c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
                               value=default.name if default else CUSTOM, label="Models", elem_id="sv-preset")
     c["preset_info"] = gr.Markdown(default.description if default else "", elem_id="sv-preset-info")
@@ -119,13 +126,13 @@ def _controls(runner: Runner, demo_trace: DemoTrace) -> dict[str, gr.components.
         gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
                     cache_examples=False, label="Example prompts", elem_id="sv-examples")
     with gr.Row():
-        c["k"] = gr.Slider(1, 16, value=min(start.k, 16), step=1, label="k (draft tokens per step)", elem_id="sv-k",
-                           min_width=140)
+        c["k"] = gr.Slider(1, policy.max_k, value=min(start.k, policy.max_k), step=1, label="k (draft tokens per step)",
+                           elem_id="sv-k", min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
-    c["temperature"] = gr.Slider(0.0, 2.0, value=min(start.temperature, 2.0), step=0.05,
-                                 label="temperature (0 = greedy)", elem_id="sv-temperature")
-    c["max_new_tokens"] = gr.Slider(1, 512, value=min(start.max_new_tokens, 512), step=1, label="max new tokens",
-                                    elem_id="sv-max-new")
+    c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=min(start.temperature, policy.max_temperature),
+                                 step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
+    c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=min(start.max_new_tokens, policy.max_new_tokens),
+                                    step=1, label="max new tokens", elem_id="sv-max-new")
     with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
         with gr.Row():
             c["top_p"] = gr.Slider(0.05, 1.0, value=max(start.top_p, 0.05), step=0.05, label="top-p", min_width=120)

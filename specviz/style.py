@@ -63,7 +63,7 @@ class FigureStyle:
     def for_screen(cls, large: bool = False, width: float | None = None) -> "FigureStyle":
         """Larger fonts for a projector; fewer steps at once on a narrow (phone) screen of `width` pixels."""
         style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
-        if width and width < NARROW_WIDTH:
+        if isinstance(width, (int, float)) and 0 < width < NARROW_WIDTH:     # API callers may send anything
             steps = max(4, int(width // (70 if large else 52)))
             style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4,
                                         cell_font_size=style.cell_font_size - 1)

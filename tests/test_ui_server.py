@@ -64,8 +64,10 @@ def test_bad_input_comes_back_as_a_clear_error(fake_server):
         client.predict(**run_args(prompt="  "), api_name="/run")
     with pytest.raises(Exception, match="k must be a whole number"):
         client.predict(**run_args(k=2.5), api_name="/run")
-    with pytest.raises(Exception, match="less than minimum value"):      # the slider's own bound check
+    with pytest.raises(Exception, match=r"top-p must be in \(0, 1\]"):
         client.predict(**run_args(top_p=0.0), api_name="/run")
+    with pytest.raises(Exception, match="k must be a number, got 'four'"):          # API callers can send anything
+        client.predict(**run_args(k="four"), api_name="/run")
     result = client.predict(**run_args(max_new_tokens=8), api_name="/run")     # the app is still usable
     assert dict(zip(NAMES, result))["status"].startswith("Done")
 

@@ -13,8 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gradio as gr  # noqa: E402
 
+from app import MAX_SESSIONS, MAX_UPLOAD, QUEUE_SIZE  # noqa: E402
 from specviz.assets import DemoTrace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
+from specviz.policy import Policy  # noqa: E402
 from specviz.runner import Runner  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
@@ -25,12 +27,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None = None) -> tuple[gr.Blocks, str]:
-    """Start the app without blocking; returns the Blocks (call .close()) and its URL."""
-    demo = build_demo(runner, demo_trace=demo_trace)
-    demo.queue(default_concurrency_limit=1, max_size=32)
+def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None = None, policy: Policy = Policy(),
+          max_size: int = QUEUE_SIZE) -> tuple[gr.Blocks, str]:
+    """Start the app as app.py does, without blocking; returns the Blocks (call .close()) and its URL."""
+    demo = build_demo(runner, demo_trace=demo_trace, policy=policy)
+    demo.queue(default_concurrency_limit=1, max_size=max_size)
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port or free_port(), prevent_thread_lock=True,
-                            quiet=True, max_file_size="20mb", theme=theme(), css=css(), ssr_mode=False)
+                            quiet=True, max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS, theme=theme(),
+                            css=css(), ssr_mode=False)
     return demo, url
 
 

@@ -1,0 +1,103 @@
+"""What a server accepts: the ranges of the run controls and, in hosted mode, which models.
+
+A classroom server (the default) takes the page's full ranges and any model a user can
+name: hub id, local folder or .gguf path. A public one (`python app.py --hosted`, or
+SPECVIZ_HOSTED=1) takes the presets' models only, never a path on the server's disk,
+and smaller runs. Pure values and checks: the UI checks a request before any model
+loads, and app.py's runner checks again before it loads one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from engine.config import ConfigError, SpecConfig
+from engine.presets import PRESETS
+from specviz.runner import ModelChoice, RunRequest
+
+HOSTED_ENV = "SPECVIZ_HOSTED"
+NGRAM = "ngram"                      # a draft "model" that is the n-gram drafter: loads nothing
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def preset_models() -> frozenset[str]:
+    """Every model reference a preset names: hub ids, embedded GGUF and the built-in tiny pair."""
+    references = {preset.target for preset in PRESETS.values()}
+    references |= {preset.draft for preset in PRESETS.values() if preset.draft}
+    return frozenset(references)
+
+
+def hosted_from_env(environ: Mapping[str, str] = os.environ) -> bool:
+    """True when $SPECVIZ_HOSTED asks for hosted mode (1, true, yes, on)."""
+    return environ.get(HOSTED_ENV, "").strip().lower() in _TRUE
+
+
+def looks_like_path(reference: str) -> bool:
+    """True for anything that names a file or folder rather than a hub id or an embedded model."""
+    return (reference.startswith(("/", ".", "~", "\\")) or "\\" in reference or ".." in reference
+            or reference.lower().endswith(".gguf") or (len(reference) > 1 and reference[1] == ":")
+            or Path(reference).expanduser().exists())
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Limits of one server. The defaults are the page's own control ranges."""
+
+    max_k: int = 16                      # draft tokens per step
+    max_new_tokens: int = 512
+    max_temperature: float = 2.0
+    hosted: bool = False                 # public: presets' models only, no local paths
+    allowed_models: frozenset[str] = frozenset()   # custom model references accepted when hosted
+
+    @classmethod
+    def hosted_default(cls) -> "Policy":
+        """The policy of a public server: short runs of the presets' models."""
+        return cls(max_k=8, max_new_tokens=128, hosted=True, allowed_models=preset_models())
+
+    def check(self, request: RunRequest) -> None:
+        """Raise ConfigError (one sentence) when this server does not run `request`."""
+        self.check_config(request.config)
+        self.check_models(request.models)
+
+    def check_config(self, config: SpecConfig) -> None:
+        if config.k > self.max_k:
+            raise ConfigError(f"k must be a whole number from 1 to {self.max_k}{self._here}, got {config.k}")
+        if config.max_new_tokens > self.max_new_tokens:
+            raise ConfigError(f"max new tokens must be a whole number from 1 to {self.max_new_tokens}{self._here}, "
+                              f"got {config.max_new_tokens}")
+        if config.temperature > self.max_temperature:
+            raise ConfigError(f"temperature must be between 0 and {self.max_temperature:g}, got {config.temperature:g}")
+
+    def check_models(self, models: ModelChoice) -> None:
+        if not self.hosted:
+            return
+        if models.preset:
+            if models.preset not in PRESETS:
+                raise ConfigError(f"unknown preset {models.preset!r}; choose one of: {', '.join(PRESETS)}")
+            return
+        for role, reference in (("draft", models.draft), ("target", models.target)):
+            if not reference or (role == "draft" and reference == NGRAM):
+                continue
+            if looks_like_path(reference):
+                raise ConfigError(f"the {role} model {reference!r} is a local path, and this hosted server does not "
+                                  "load files from its disk: choose a preset or one of its hub models")
+            if reference not in self.allowed_models:
+                raise ConfigError(f"the {role} model {reference!r} is not one this hosted server runs; "
+                                  f"choose a preset or one of: {', '.join(sorted(self.allowed_models))}")
+
+    @property
+    def note(self) -> str:
+        """What the page says about this server's limits (empty for a classroom server)."""
+        if not self.hosted:
+            return ""
+        hub = sorted(m for m in self.allowed_models if ":" not in m and not m.startswith("tiny-random/"))
+        return (f"**Hosted mode**: this public server runs the presets' models only ({', '.join(hub)} and the "
+                f"embedded ones; no local paths), with k up to {self.max_k} and up to {self.max_new_tokens} "
+                "new tokens per run.")
+
+    @property
+    def _here(self) -> str:
+        return " on this hosted server" if self.hosted else ""
