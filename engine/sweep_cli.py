@@ -32,7 +32,7 @@ def read_prompts(path: Path | None) -> list[str]:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = [line for line in text.splitlines() if line.strip()]
-    prompts = [item["prompt"] if isinstance(item, dict) else item for item in data] if isinstance(data, list) else []
+    prompts = [item.get("prompt") if isinstance(item, dict) else item for item in data] if isinstance(data, list) else []
     if not prompts or not all(isinstance(p, str) and p.strip() for p in prompts):
         raise ConfigError(f"{path} holds no prompts (expected a JSON list of strings or one prompt per line)")
     return prompts

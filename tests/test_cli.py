@@ -42,7 +42,12 @@ BAD_INPUTS = [
     (TINY + ["--k", "0"], "k must be"),
     (TINY + ["--k", "33"], "k must be"),
     (TINY + ["--k", "two"], "invalid int value"),
+    (TINY + ["--k", "2.5"], "invalid int value"),
     (TINY + ["--temperature", "-1"], "temperature"),
+    (TINY + ["--temperature", "hot"], "invalid float value"),
+    (TINY + ["--temperature", "nan"], "temperature must be between 0 and 10, got nan"),
+    (TINY + ["--max-new-tokens", "5000"], "max new tokens must be an integer from 1 to 4096"),
+    (TINY + ["--seed", "x"], "invalid int value"),
     (TINY + ["--top-p", "0"], "top-p"),
     (TINY + ["--top-p", "1.5"], "top-p"),
     (TINY + ["--top-k", "-3"], "top-k"),
@@ -58,6 +63,7 @@ BAD_INPUTS = [
     (["run", "--preset", "tiny-random", "--prompt-file", "/no/such/file", ], "cannot read"),
     (["run", "--preset", "tiny-random", "--prompt", "hi", "--out", "/no/such/dir/t.json"], "cannot write"),
     (["sweep", "--preset", "tiny-random", "--ks", "1,x"], "comma-separated"),
+    (["sweep", "--preset", "tiny-random", "--temperatures", "0,50"], "temperature must be between 0 and 10"),
     (["bogus"], "invalid choice"),
 ]
 
@@ -75,6 +81,35 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 def test_directory_that_is_not_a_model_and_mismatched_vocabularies(tmp_path, capsys):
     assert main(["run", "--draft", str(tmp_path), "--target", str(tmp_path), "--prompt", "hi"]) == 2
     assert "model" in capsys.readouterr().err
+
+
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.strip().splitlines() if not line.startswith("[")]   # progress lines
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+def test_model_files_a_user_can_get_wrong(tmp_path, capsys, monkeypatch):
+    from test_models import _fake_gguf, _save_tiny
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    run = ["run", "--prompt", "hi", "--draft", "ngram", "--target"]
+    assert main(run + [str(tmp_path / "empty")]) == 2
+    assert "does not hold a model: it has no config.json" in _one_error_line(capsys)
+    assert main(run + [str(_fake_gguf(tmp_path / "odd.gguf", "foo-arch"))]) == 2
+    assert "an architecture transformers cannot load" in _one_error_line(capsys)
+    small, big = _save_tiny(tmp_path / "small", "ab"), _save_tiny(tmp_path / "big", "abcdefgh")
+    assert main(["run", "--prompt", "hi", "--draft", small, "--target", big]) == 2
+    assert "draft vocabulary has 6 tokens but target has 12" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("content", ['[{"text": "no prompt key"}]', '{"prompt": "not a list"}', "[1, 2]", "\n\n"])
+def test_sweep_prompt_files_a_user_can_get_wrong(content, tmp_path, capsys):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(content)
+    assert main(["sweep", "--preset", "tiny-random", "--prompts", str(prompts), "--ks", "1"]) == 2
+    assert "holds no prompts" in _one_error_line(capsys)
 
 
 def test_module_entry_point_has_no_traceback():
