@@ -1,15 +1,20 @@
-"""Property-based tests (hypothesis) for the acceptance rule and the trace parser."""
+"""Property-based tests (hypothesis): the acceptance rule, the trace parser, real tiny-random runs
+with random configs, and the run controls on arbitrary input."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import torch
 from hypothesis import given, settings, strategies as st
 
+from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace, TraceFormatError
 from engine.verify import accept_greedy, accept_sampling
 from records_factory import make_trace
+from specviz.controls import Controls
+from specviz.policy import Policy
 
 VOCAB = 6
 
@@ -108,3 +113,92 @@ def test_parser_never_crashes_on_damaged_traces(data):
         Trace.from_json(text)
     except TraceFormatError:
         pass
+
+
+# --- real runs: the engine on the tiny-random pair with random configs ---------------------------
+
+@functools.cache
+def _tiny_engine():
+    from engine.engine import SpeculativeEngine
+    from engine.models import load_pair
+    return SpeculativeEngine(load_pair("tiny-random", device="cpu"))
+
+
+@st.composite
+def run_configs(draw):
+    temperature = draw(st.sampled_from([0.0, 0.0, 0.3, 0.8, 1.5]))
+    return SpecConfig(k=draw(st.integers(1, 8)), temperature=temperature,
+                      top_p=draw(st.sampled_from([1.0, 0.9, 0.5])), top_k=draw(st.sampled_from([0, 5, 50])),
+                      max_new_tokens=draw(st.integers(1, 40)), seed=draw(st.integers(0, 2**63 - 1)),
+                      drafter=draw(st.sampled_from(["model", "model", "ngram"])), adaptive_k=draw(st.booleans()))
+
+
+PROMPTS = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=60).filter(str.strip)
+
+
+def _tokens_and_verdicts(trace):
+    return trace.output.token_ids, [(step.verdicts, tuple(t.id for t in step.emitted)) for step in trace.steps]
+
+
+@settings(max_examples=15, deadline=None)
+@given(PROMPTS, run_configs())
+def test_real_runs_keep_the_step_invariants(prompt, config):
+    """emitted = accepted + 1 except where EOS or max new tokens cut the last step; caches cut
+    exactly the rejected positions; the trace round-trips; the same seed gives the same run."""
+    trace = _tiny_engine().generate(prompt, config)
+    eos_ids = _tiny_engine().pair.eos_token_ids
+    new_tokens = trace.summary.new_tokens
+    assert trace.complete and new_tokens <= config.max_new_tokens
+    assert new_tokens == config.max_new_tokens or trace.steps[-1].eos
+    for position, step in enumerate(trace.steps):
+        is_last = position == len(trace.steps) - 1
+        assert step.k <= (min(2 * config.k, 32) if config.adaptive_k else config.k)
+        assert step.num_accepted == step.verdicts.count("accepted")
+        assert step.verdicts == ("accepted",) * step.num_accepted + step.verdicts[step.num_accepted:]
+        if is_last and (step.eos or new_tokens == config.max_new_tokens):
+            assert 1 <= step.num_emitted <= step.num_accepted + 1
+        else:
+            assert step.num_emitted == step.num_accepted + 1 and not step.eos
+        assert step.eos == (step.emitted[-1].id in eos_ids)
+        assert step.kv_target.cutoff == step.k - step.num_accepted
+        assert step.kv_target.after_cutoff == step.kv_target.after_forward - step.kv_target.cutoff
+        if step.kv_draft is not None:
+            assert step.kv_draft.cutoff == max(0, step.k - step.num_accepted - 1)
+        else:
+            assert config.drafter == "ngram"
+    assert Trace.from_json(trace.to_json()) == trace
+    assert _tokens_and_verdicts(_tiny_engine().generate(prompt, config)) == _tokens_and_verdicts(trace)
+
+
+# --- the run controls: any JSON an API caller sends is a request or one ConfigError --------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+                    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children,
+                                                                                       max_size=3), max_leaves=6)
+
+
+@st.composite
+def control_values(draw):
+    """Each control either a plausible value or any JSON value at all."""
+    plausible = dict(preset=st.sampled_from(["tiny-random", "custom", "", "qwen-coder"]),
+                     draft=st.sampled_from(["", "distilgpt2", "/tmp/x"]), target=st.sampled_from(["", "gpt2", "./m"]),
+                     drafter=st.sampled_from(["model", "ngram"]), prompt=st.text(max_size=20),
+                     k=st.integers(-2, 40), adaptive_k=st.booleans(), temperature=st.floats(-1, 12),
+                     top_p=st.floats(-0.5, 1.5), top_k=st.integers(-5, 100), max_new_tokens=st.integers(-5, 5000),
+                     seed=st.integers(-5, 2**64), draft_dtype=st.sampled_from(["float32", "bfloat16", "int8"]),
+                     target_dtype=st.sampled_from(["float32", "float16"]), with_baseline=st.booleans())
+    return {name: draw(st.one_of(strategy, JSON) if draw(st.booleans()) else strategy)
+            for name, strategy in plausible.items()}
+
+
+@settings(max_examples=400, deadline=None)
+@given(control_values(), st.sampled_from([Policy(), Policy.hosted_default()]))
+def test_controls_turn_any_values_into_a_request_or_one_config_error(values, policy):
+    try:
+        request = Controls(**values).to_request(policy)
+    except ConfigError as error:
+        assert str(error) and "\n" not in str(error)
+        return
+    config = request.config
+    assert 1 <= config.k <= policy.max_k and 1 <= config.max_new_tokens <= policy.max_new_tokens
+    assert 0.0 <= config.temperature <= policy.max_temperature and request.prompt.strip() == request.prompt != ""
