@@ -44,10 +44,12 @@ class Controls:
             raise ConfigError("The prompt is empty: type one or pick an example.")
         if len(prompt) > MAX_PROMPT_CHARS:
             raise ConfigError(f"The prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        k, max_new_tokens = _whole(self.k, "k"), _whole(self.max_new_tokens, "max new tokens")
+        temperature = _real(self.temperature, "temperature")
+        policy.check_ranges(k, max_new_tokens, temperature)          # the page's ranges, named in the message
         config = SpecConfig(
-            k=_whole(self.k, "k"), adaptive_k=_flag(self.adaptive_k, "adaptive k"),
-            temperature=_real(self.temperature, "temperature"), top_p=_real(self.top_p, "top-p"),
-            top_k=_whole(self.top_k, "top-k"), max_new_tokens=_whole(self.max_new_tokens, "max new tokens"),
+            k=k, adaptive_k=_flag(self.adaptive_k, "adaptive k"), temperature=temperature,
+            top_p=_real(self.top_p, "top-p"), top_k=_whole(self.top_k, "top-k"), max_new_tokens=max_new_tokens,
             seed=_whole(self.seed, "seed"), drafter=_text(self.drafter, "the drafter"))
         request = RunRequest(models=self._models(), prompt=prompt, config=config,
                              with_baseline=_flag(self.with_baseline, "the target-only comparison"))

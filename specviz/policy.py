@@ -63,13 +63,17 @@ class Policy:
         self.check_models(request.models)
 
     def check_config(self, config: SpecConfig) -> None:
-        if config.k > self.max_k:
-            raise ConfigError(f"k must be a whole number from 1 to {self.max_k}{self._here}, got {config.k}")
-        if config.max_new_tokens > self.max_new_tokens:
+        self.check_ranges(config.k, config.max_new_tokens, config.temperature)
+
+    def check_ranges(self, k: int, max_new_tokens: int, temperature: float) -> None:
+        """The controls this server bounds, each in its range (ConfigError naming the range otherwise)."""
+        if not 1 <= k <= self.max_k:
+            raise ConfigError(f"k must be a whole number from 1 to {self.max_k}{self._here}, got {k}")
+        if not 1 <= max_new_tokens <= self.max_new_tokens:
             raise ConfigError(f"max new tokens must be a whole number from 1 to {self.max_new_tokens}{self._here}, "
-                              f"got {config.max_new_tokens}")
-        if config.temperature > self.max_temperature:
-            raise ConfigError(f"temperature must be between 0 and {self.max_temperature:g}, got {config.temperature:g}")
+                              f"got {max_new_tokens}")
+        if not 0.0 <= temperature <= self.max_temperature:
+            raise ConfigError(f"temperature must be between 0 and {self.max_temperature:g}, got {temperature:g}")
 
     def check_models(self, models: ModelChoice) -> None:
         if not self.hosted:

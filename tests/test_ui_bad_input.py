@@ -41,13 +41,14 @@ def run_args(**changes) -> dict:
 # --- the controls, as an API caller can send them -------------------------------------------------
 
 CONTROL_ERRORS = [
-    (dict(k=0), "k must be an integer from 1 to 32, got 0"),
+    (dict(k=0), "k must be a whole number from 1 to 16, got 0"),
+    (dict(k=40), "k must be a whole number from 1 to 16, got 40"),
     (dict(k=17), "k must be a whole number from 1 to 16, got 17"),
     (dict(k=2.5), "k must be a whole number, got 2.5"),
     (dict(k="four"), "k must be a number, got 'four'"),
     (dict(k=None), "k is empty: enter a number"),
     (dict(k=[4]), "k must be a number, got '[4]'"),
-    (dict(temperature=-0.5), "temperature must be between 0 and 10, got -0.5"),
+    (dict(temperature=-0.5), "temperature must be between 0 and 2, got -0.5"),
     (dict(temperature=2.5), "temperature must be between 0 and 2, got 2.5"),
     (dict(temperature="hot"), "temperature must be a number, got 'hot'"),
     (dict(top_p=0), "top-p must be in (0, 1], got 0.0"),
@@ -55,7 +56,8 @@ CONTROL_ERRORS = [
     (dict(top_p="most"), "top-p must be a number, got 'most'"),
     (dict(top_k=-3), "top-k must be a whole number >= 0, got -3"),
     (dict(top_k="x"), "top-k must be a number, got 'x'"),
-    (dict(max_new_tokens=0), "max new tokens must be an integer from 1 to 4096, got 0"),
+    (dict(max_new_tokens=0), "max new tokens must be a whole number from 1 to 512, got 0"),
+    (dict(max_new_tokens=10_000), "max new tokens must be a whole number from 1 to 512, got 10000"),
     (dict(max_new_tokens=513), "max new tokens must be a whole number from 1 to 512, got 513"),
     (dict(max_new_tokens="lots"), "max new tokens must be a number, got 'lots'"),
     (dict(seed=-1), "seed must be a whole number >= 0, got -1"),

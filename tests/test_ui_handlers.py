@@ -88,7 +88,7 @@ def test_baseline_runs_after_the_generation():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(prompt="   "), "prompt is empty"),
-    (dict(k=0), "k must be an integer from 1"),
+    (dict(k=0), "k must be a whole number from 1 to 16, got 0"),
     (dict(k=2.5), "k must be a whole number"),
     (dict(temperature=None), "temperature is empty"),
     (dict(top_p=0), "top-p must be in (0, 1]"),
