@@ -147,4 +147,6 @@ def test_app_flag_and_environment_switch_hosted_mode(argv, environ, hosted, monk
     monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: seen.setdefault("launch", kwargs))
     app.main(argv)
     assert seen["policy"].hosted is hosted and (seen["runner"].policy is not None) is hosted
-    assert seen["launch"]["max_file_size"] == app.MAX_UPLOAD
+    launch = seen["launch"]
+    assert launch["max_file_size"] == app.MAX_UPLOAD == "20mb" and launch["state_session_capacity"] == app.MAX_SESSIONS
+    assert "allowed_paths" not in launch and "blocked_paths" not in launch and not launch["share"]
