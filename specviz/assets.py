@@ -1,4 +1,4 @@
-"""Files the UI ships with: css, example prompts, and recorded traces that replay without a model."""
+"""Files the UI ships with: css, example prompts, and recorded traces and sweeps that show without a model."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.trace import Trace, TraceFormatError
+from specviz.sweep_table import SweepFormatError, SweepTable
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 DEMO_TRACE = "qwen-coder-greedy.json"   # recorded with the default pair; preferred on the first screen
+DEMO_SWEEP = "qwen-coder.json"          # the default pair's k x temperature sweep, shown on the Explore tab
+LAB_PREFIX = "lab-"                     # assets/traces/lab-A.json ...: the Lab tab's stages, never the demo trace
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ def load_examples(assets_dir: Path = ASSETS_DIR) -> list[Example]:
 
 def trace_paths(assets_dir: Path = ASSETS_DIR) -> list[Path]:
     """Recorded traces in assets/traces, the default pair's greedy trace first."""
-    paths = sorted((assets_dir / "traces").glob("*.json"))
+    paths = sorted(path for path in (assets_dir / "traces").glob("*.json") if not path.name.startswith(LAB_PREFIX))
     return sorted(paths, key=lambda path: path.name != DEMO_TRACE)
 
 
@@ -52,6 +55,38 @@ def load_demo_trace(assets_dir: Path = ASSETS_DIR) -> DemoTrace:
         except (OSError, TraceFormatError) as error:
             problems.append(f"{path.name}: {error}")
     return DemoTrace(None, "", tuple(problems))
+
+
+@dataclass(frozen=True)
+class RecordedSweep:
+    """The sweep shown before anything runs (None when no recorded sweep could be read)."""
+
+    table: SweepTable | None
+    name: str
+    problems: tuple[str, ...] = ()
+
+
+def load_recorded_sweep(assets_dir: Path = ASSETS_DIR) -> RecordedSweep:
+    """The default pair's sweep from assets/sweeps, else the first other sweep that parses."""
+    paths = sorted((assets_dir / "sweeps").glob("*.json"), key=lambda path: (path.name != DEMO_SWEEP, path.name))
+    problems = []
+    for path in paths:
+        try:
+            return RecordedSweep(SweepTable.load(path), path.name, tuple(problems))
+        except (OSError, SweepFormatError) as error:
+            problems.append(f"{path.name}: {error}")
+    return RecordedSweep(None, "", tuple(problems))
+
+
+def load_lab_traces(keys: tuple[str, ...], assets_dir: Path = ASSETS_DIR) -> dict[str, Trace]:
+    """The recorded lab traces assets/traces/lab-<key>.json that exist and parse, by key."""
+    traces = {}
+    for key in keys:
+        try:
+            traces[key] = Trace.load(assets_dir / "traces" / f"{LAB_PREFIX}{key}.json")
+        except (OSError, TraceFormatError):
+            continue
+    return traces
 
 
 def read_css(assets_dir: Path = ASSETS_DIR) -> str:

@@ -26,6 +26,9 @@ COLORS = {
     "model": "#000000",
 }
 
+# Okabe-Ito in order, yellow left out (too light on white): one line per series, e.g. per k.
+SERIES = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999")
+
 TEXT_ON = {                    # readable text colour on each fill
     "accepted": "#FFFFFF",
     "rejected": "#FFFFFF",
@@ -58,6 +61,7 @@ class FigureStyle:
     timeline_steps: int = 16          # token cells need room for `cell_chars` characters
     cell_chars: int = 6
     cache_steps: int = 12             # few enough that a cut of one position is visible
+    narrow: bool = False              # a phone: side-by-side panels stack
 
     @classmethod
     def for_screen(cls, large: bool = False, width: float | None = None) -> "FigureStyle":
@@ -65,6 +69,6 @@ class FigureStyle:
         style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
         if isinstance(width, (int, float)) and 0 < width < NARROW_WIDTH:     # API callers may send anything
             steps = max(4, int(width // (70 if large else 52)))
-            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4,
+            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4, narrow=True,
                                         cell_font_size=style.cell_font_size - 1)
         return style

@@ -1,0 +1,160 @@
+"""Sweep figures: k x temperature heatmaps, the measured-vs-theory overlay, per-position acceptance.
+
+Heatmap columns are the swept k values side by side (an unswept k leaves no gap) and
+rows the temperatures. In every heatmap the fastest k of each temperature (highest
+measured speedup) is outlined and starred. The theory overlay draws Leviathan et
+al.'s i.i.d. model, E(k) = (1 - a^(k+1)) / (1 - a) tokens per step (the bonus token
+included) and speedup(k) = E / (k c + 1), from the sweep's own estimates of a and c.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import plotly.graph_objects as go
+
+from engine.metrics import expected_speedup, expected_tokens_per_step
+from specviz.figures.common import axis, empty_figure, make_figure
+from specviz.style import COLORS, SERIES, FigureStyle
+from specviz.sweep_table import SweepCell, SweepTable
+
+MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
+BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
+NO_SWEEP = "No sweep yet: press Run sweep, or upload a sweep JSON."
+
+METRICS: dict[str, tuple[str, str, Callable[[SweepCell], float | None], str]] = {
+    # name -> (title, subtitle, value of a cell, cell text format)
+    "acceptance": ("Acceptance rate", "accepted / drafted tokens", lambda c: c.acceptance_rate, "{:.0%}"),
+    "length": ("Tokens per step", "per target forward, bonus included", lambda c: c.mean_accepted_length, "{:.2f}"),
+    "speedup": ("Speedup ×", "tokens/s ÷ target-only tokens/s; ★ fastest", lambda c: c.speedup, "{:.2f}"),
+}
+SCALES = {
+    "acceptance": [[0.0, "#FFFFFF"], [1.0, COLORS["accepted"]]],
+    "length": [[0.0, "#FFFFFF"], [1.0, COLORS["recovered"]]],
+    "speedup": [[0.0, COLORS["rejected"]], [0.5, "#FFFFFF"], [1.0, COLORS["recovered"]]],   # centred on 1x
+}
+
+
+def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """`metric` ("acceptance", "length" or "speedup") over k (x) x temperature (y); missing cells stay blank."""
+    title, subtitle, value, text_format = METRICS[metric]
+    if table is None or not table.cells:
+        return empty_figure(title, NO_SWEEP, style)
+    ks, temperatures = table.ks, table.temperatures
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    for temperature in temperatures:
+        cells = [table.cell(k, temperature) for k in ks]
+        values = [None if cell is None else value(cell) for cell in cells]
+        z.append(values)
+        text.append(["" if v is None else text_format.format(v) for v in values])
+    present = [v for row in z for v in row if v is not None]
+    scale: dict[str, Any] = {"colorscale": SCALES[metric]}
+    if metric == "speedup":
+        spread = max([abs(v - 1.0) for v in present] + [0.25])
+        scale |= {"zmin": 1.0 - spread, "zmax": 1.0 + spread}
+    elif metric == "acceptance":
+        scale |= {"zmin": 0.0, "zmax": 1.0}
+    heatmap = {
+        "type": "heatmap", "x": list(range(len(ks))), "y": list(range(len(temperatures))), "z": z, "text": text,
+        "texttemplate": "%{text}", "textfont": {"size": style.cell_font_size}, "meta": metric, "name": title,
+        "customdata": [[[k, t] for k in ks] for t in temperatures], "xgap": 2, "ygap": 2, "showscale": False,
+        "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}<extra></extra>", **scale}
+    best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures) if (k := table.best_k(t)) is not None]
+    marks = {"type": "scatter", "mode": "markers", "meta": "best_k", "name": "★ fastest k at this temperature",
+             "x": [column + 0.34 for column, *_ in best], "y": [row + 0.26 for _, row, *_ in best],
+             "customdata": [[k, t] for *_, k, t in best], "marker": BEST_MARK, "cliponaxis": False,
+             "hovertemplate": "fastest at T = %{customdata[1]}: k = %{customdata[0]}<extra></extra>"}
+    outlines = [{"type": "rect", "xref": "x", "yref": "y", "x0": column - 0.5, "x1": column + 0.5, "y0": row - 0.5,
+                 "y1": row + 0.5, "line": {"color": "#222222", "width": 3}} for column, row, *_ in best]
+    return make_figure(
+        [heatmap, marks], title, subtitle, style, height=150 + (40 + style.font_size) * len(temperatures),
+        shapes=outlines, showlegend=False, margin={"l": 40, "b": 56, "r": 10},
+        xaxis={"title": {"text": "k (draft tokens per step)"}, "tickvals": list(range(len(ks))),
+               "ticktext": [str(k) for k in ks], "showgrid": False, "zeroline": False, "fixedrange": True,
+               "range": [-0.5, len(ks) - 0.5]},
+        yaxis={"title": {"text": "T"}, "tickvals": list(range(len(temperatures))),
+               "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
+               "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
+
+
+def theory_figure(table: SweepTable | None, temperature: float | None,
+                  style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Measured tokens/step and speedup vs k at one temperature, with the i.i.d. model's curves."""
+    title = "Measured vs theory"
+    if table is None or not table.cells or temperature not in table.temperatures:
+        return empty_figure(title, NO_SWEEP, style)
+    cells = table.at(temperature)
+    fit = table.theory(temperature)
+    ks = [cell.k for cell in cells]
+    curve_ks = list(range(1, max(ks) + 1))
+    left = {"xaxis": "x", "yaxis": "y"}
+    right = {"xaxis": "x2", "yaxis": "y2"}
+    traces: list[dict[str, Any]] = [
+        _points(ks, [c.mean_accepted_length for c in cells], "measured tokens per step", "measured.length",
+                COLORS["accepted"], "k = %{x}: %{y:.2f} tokens per step (measured)", left),
+        _points(ks, [c.speedup for c in cells], "measured speedup", "measured.speedup", COLORS["recovered"],
+                "k = %{x}: %{y:.2f}× target-only (measured)", right),
+        {"type": "scatter", "mode": "lines", "x": [0.5, max(ks) + 0.5], "y": [1.0, 1.0], "meta": "target_only",
+         "name": "target-only (1×)", "line": {"color": COLORS["committed"], "dash": "dot", "width": 1.5},
+         "hoverinfo": "skip", **right},
+    ]
+    if fit is not None:
+        traces.insert(1, {"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.length",
+                          "y": [expected_tokens_per_step(fit.alpha, k) for k in curve_ks], "line": MODEL_LINE,
+                          "name": "model E = (1 − aᵏ⁺¹)/(1 − a)",
+                          "hovertemplate": "model, k = %{x}: %{y:.2f} tokens per step<extra></extra>", **left})
+        if fit.cost_ratio is not None:
+            traces.append({"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.speedup",
+                           "y": [expected_speedup(fit.alpha, k, fit.cost_ratio) for k in curve_ks],
+                           "line": {**MODEL_LINE, "color": COLORS["draft"]}, "name": "model E / (k·c + 1)",
+                           "hovertemplate": "model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
+    words = _fit_words(fit, len(cells)).replace(", c", "<br>c") if style.narrow else _fit_words(fit, len(cells))
+    bonus = "E counts the bonus token (a = 1: k + 1)" if style.narrow else \
+        "E counts the bonus token: at a = 1 every step emits k + 1"
+    subtitle = f"T = {temperature:g} · {words}<br>{bonus}"
+    ticks = {"tickmode": "array", "tickvals": curve_ks, "range": [0.5, max(ks) + 0.5], "zeroline": False}
+    # Side by side on a desktop; stacked on a phone.
+    left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if style.narrow else ([0.0, 0.45], [0.56, 1.0])
+    top_y, bottom_y = ([0.58, 1.0], [0.0, 0.42]) if style.narrow else ([0.0, 1.0], [0.0, 1.0])
+    return make_figure(
+        traces, title, subtitle, style, height=(640 if style.narrow else 400) + 2 * style.font_size,
+        margin={"t": 110 if style.narrow else 90},
+        xaxis=axis(style, domain=left_x, anchor="y", title={"text": "k"}, **ticks),
+        xaxis2=axis(style, domain=right_x, anchor="y2", title={"text": "k"}, **ticks),
+        yaxis={"title": {"text": "tokens per step (target forward)"}, "rangemode": "tozero", "domain": top_y},
+        yaxis2=axis(style, anchor="x2", domain=bottom_y, title={"text": "speedup vs target-only"},
+                    rangemode="tozero"))
+
+
+def positions_figure(table: SweepTable | None, temperature: float | None,
+                     style: FigureStyle = FigureStyle()) -> go.Figure:
+    """P(draft i accepted | it was checked) by draft position i, one line per k, at one temperature."""
+    title = "Acceptance by position"
+    if table is None or not table.cells or temperature not in table.temperatures:
+        return empty_figure(title, NO_SWEEP, style)
+    traces = []
+    for number, cell in enumerate(table.at(temperature)):
+        positions = list(range(1, len(cell.per_position_acceptance) + 1))
+        traces.append({"type": "scatter", "mode": "lines+markers", "x": positions,
+                       "y": list(cell.per_position_acceptance), "name": f"k = {cell.k}", "meta": f"k={cell.k}",
+                       "line": {"color": SERIES[number % len(SERIES)], "width": 2}, "connectgaps": False,
+                       "hovertemplate": f"k = {cell.k}, d%{{x}}: %{{y:.1%}} accepted<extra></extra>"})
+    return make_figure(traces, title, f"T = {temperature:g} · P(draft i accepted | checked)", style,
+                       height=400 + 2 * style.font_size, margin={"t": 90},
+                       xaxis={"title": {"text": "draft position i"}, "dtick": 1},
+                       yaxis={"title": {"text": "accepted"}, "tickformat": ".0%", "range": [0, 1.05]})
+
+
+def _points(ks: list[int], values: list[float | None], name: str, meta: str, color: str, hover: str,
+            axes: dict[str, str]) -> dict[str, Any]:
+    return {"type": "scatter", "mode": "markers", "x": ks, "y": values, "name": name, "meta": meta,
+            "marker": {"color": color, "size": 11, "line": {"color": "#FFFFFF", "width": 1}},
+            "hovertemplate": hover + "<extra></extra>", **axes}
+
+
+def _fit_words(fit: Any, num_cells: int) -> str:
+    if fit is None:
+        return "no model: the drafter gives no q, so no estimate of a"
+    cost = "c unknown" if fit.cost_ratio is None else f"c = {fit.cost_ratio:.2f} (draft/target cost)"
+    return f"a = {fit.alpha:.2f} (mean Σ min(p, q) over {num_cells} k), {cost}"
