@@ -9,10 +9,11 @@ the page, with its recorded trace, is up in seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -20,7 +21,8 @@ from engine.config import DEVICES  # noqa: E402  (after the analytics switch)
 from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
-from specviz.runner import Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest  # noqa: E402
+from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest,  # noqa: E402
+                            SweepRequest, SweepUpdate)
 from specviz.theme import css, theme  # noqa: E402
 
 MAX_UPLOAD = "20mb"        # engine.trace.MAX_TRACE_BYTES
@@ -59,6 +61,19 @@ class EngineRunner:
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         from engine import SpeculativeEngine
         return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
+
+    def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+        from engine import SpeculativeEngine
+        from engine.sweep import run_sweep, sweep_to_json
+        pair = self._pair(request.models, progress)
+        meta = {"preset": request.models.preset or None, "draft": pair.draft_name, "target": pair.target_name,
+                "prompts": list(request.prompts), "ks": list(request.ks), "temperatures": list(request.temperatures),
+                "seeds": list(request.seeds), "max_new_tokens": request.config.max_new_tokens,
+                "drafter": request.config.drafter, "draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype}
+        for done in run_sweep(SpeculativeEngine(pair), request.prompts, request.ks, request.temperatures,
+                              request.seeds, request.config):
+            yield SweepUpdate(done.done, done.total, done.elapsed_s, done.eta_s,
+                              json.loads(sweep_to_json(done.results, meta)))
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
         if self.policy is not None:

@@ -8,7 +8,7 @@ and Traces.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from engine.config import SpecConfig
 from engine.records import StepRecord
@@ -58,6 +58,33 @@ class RunRequest:
     with_baseline: bool = False
 
 
+@dataclass(frozen=True)
+class SweepRequest:
+    """A k x temperature grid over prompts and seeds; `config` holds everything else (max new tokens, drafter)."""
+
+    models: ModelChoice
+    prompts: tuple[str, ...]
+    ks: tuple[int, ...]
+    temperatures: tuple[float, ...]
+    seeds: tuple[int, ...]
+    config: SpecConfig
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.prompts) * len(self.ks) * len(self.temperatures) * len(self.seeds)
+
+
+@dataclass(frozen=True)
+class SweepUpdate:
+    """Progress after one finished run; `document` is the `specviz.sweep/1` JSON of every run so far."""
+
+    done: int
+    total: int
+    elapsed_s: float
+    eta_s: float | None
+    document: dict[str, Any]
+
+
 class Generation(Protocol):
     """A run in progress: step it until done; `trace()` is a valid Trace at any point."""
 
@@ -83,4 +110,8 @@ class Runner(Protocol):
 
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         """Run target-only decoding of the same prompt and config; the trace with summary.baseline set."""
+        ...
+
+    def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+        """Load the pair on the first `next()`, then yield after every run; closing the iterator cancels."""
         ...

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from engine.config import ConfigError
 from engine.metrics import BaselineStats
 from engine.records import StepRecord
 from engine.trace import Trace
-from specviz.runner import PresetInfo, ProgressFn, RunnerError, RunRequest
+from specviz.runner import PresetInfo, ProgressFn, RunnerError, RunRequest, SweepRequest, SweepUpdate
+from sweep_factory import make_cell, make_sweep
 from trace_factory import make_steps, trace_from_steps
 
 PRESETS = (PresetInfo("tiny-random", "Seeded random tiny Llama pair: instant, for demos and tests."),
@@ -54,6 +56,8 @@ class FakeRunner:
     delay: float = 0.0
     requests: list[RunRequest] = field(default_factory=list)
     progress_messages: list[str] = field(default_factory=list)
+    sweep_fail_at: int | None = None         # the sweep raises instead of yielding this run
+    sweep_requests: list[SweepRequest] = field(default_factory=list)
 
     def presets(self) -> Sequence[PresetInfo]:
         return PRESETS
@@ -79,3 +83,22 @@ class FakeRunner:
         return trace.with_baseline(BaselineStats(tokens_per_s=(trace.summary.tokens_per_s or 1.0) / 2, identical=True,
                                                  wall_s=trace.wall_s * 2,
                                                  exact_expected=request.models.target_dtype == "float32"))
+
+    def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+        """Runs in engine.sweep's order; each finished run adds to its (k, T) cell (made-up values)."""
+        self.sweep_requests.append(request)
+        progress(0.5, "loading fake pair")
+        if self.fail_load:
+            raise RunnerError(self.fail_load)
+        order = [(k, t) for t in request.temperatures for _ in request.prompts for _ in request.seeds
+                 for k in request.ks]
+        runs: Counter = Counter()
+        for done, (k, temperature) in enumerate(order, start=1):
+            if self.sweep_fail_at is not None and done - 1 == self.sweep_fail_at:
+                raise RuntimeError("simulated engine failure")
+            time.sleep(self.delay)
+            runs[(k, temperature)] += 1
+            document = make_sweep(request.ks, request.temperatures, prompts=request.prompts)
+            document["cells"] = [make_cell(k, t, 0.8 - 0.2 * t, 0.2, 1.5 - 0.1 * k, runs=runs[(k, t)])
+                                 for t in request.temperatures for k in request.ks if runs[(k, t)]]
+            yield SweepUpdate(done, len(order), 0.1 * done, 0.1 * (len(order) - done), document)

@@ -1,0 +1,217 @@
+"""Two runs side by side: the same prompt under settings A and B (k, temperature, drafter).
+
+Both token timelines are drawn over the same step range, so the one that needs fewer
+target forwards visibly ends sooner; a table sets their metrics against each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from html import escape
+from typing import Any, Iterator
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from engine.config import ConfigError, SpecConfig
+from engine.trace import Trace
+from specviz.controls import MAX_PROMPT_CHARS
+from specviz.figures.common import empty_figure
+from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
+from specviz.handlers import _session
+from specviz.model_picker import choose_models
+from specviz.policy import Policy
+from specviz.runner import Generation, RunnerError, Runner, RunRequest
+from specviz.stop import StopSignals
+from specviz.style import FigureStyle
+from specviz.tokens import percent
+
+LOG = logging.getLogger(__name__)
+SIDES = ("A", "B")
+PRESETS = {   # button label -> (A, B) as (k, temperature, drafter)
+    "draft model vs n-gram": ((5, 0.0, "model"), (5, 0.0, "ngram")),
+    "k = 2 vs k = 8": ((2, 0.0, "model"), (8, 0.0, "model")),
+    "greedy vs T = 1": ((4, 0.0, "model"), (4, 1.0, "model")),
+}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's settings."""
+
+    k: int
+    temperature: float
+    drafter: str
+
+    @property
+    def label(self) -> str:
+        drafter = "n-gram" if self.drafter == "ngram" else "draft model"
+        return f"k = {self.k}, {'greedy' if self.temperature == 0 else f'T = {self.temperature:g}'}, {drafter}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What the comparison shows: each side's settings and (possibly partial) trace."""
+
+    sides: dict[str, Side]
+    traces: dict[str, Trace]
+
+
+def compare_outputs(comparison: Comparison | None, status: str, style: FigureStyle = FigureStyle()) -> tuple[Any, ...]:
+    """(state, status, timeline A, timeline B, table) for the layout."""
+    timelines = aligned_timelines(comparison, style)
+    return comparison, status, timelines["A"], timelines["B"], comparison_table(comparison)
+
+
+def aligned_timelines(comparison: Comparison | None, style: FigureStyle = FigureStyle()) -> dict[str, go.Figure]:
+    """Each side's timeline, both over the same steps (the longer run's first window)."""
+    figures: dict[str, go.Figure] = {}
+    for side in SIDES:
+        trace = comparison.traces.get(side) if comparison else None
+        if trace is None or not trace.steps:
+            figures[side] = empty_figure(f"{TIMELINE_TITLE} {side}", "Press Run A and B.", style)
+            continue
+        figure = timeline_figure(trace, selected_step=None, style=style)
+        figure.layout.title.text = f"<b>{side}: {escape(comparison.sides[side].label)}</b>"
+        figures[side] = figure
+    ranges = [tuple(f.layout.xaxis.range) for f in figures.values() if f.layout.xaxis.range]
+    if len(ranges) == 2:
+        widest = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+        for figure in figures.values():
+            figure.layout.xaxis.range = widest
+    return figures
+
+
+def comparison_table(comparison: Comparison | None) -> str:
+    """Metric rows, A and B columns, and how B compares."""
+    if comparison is None or not comparison.traces:
+        return ""
+    a, b = comparison.traces.get("A"), comparison.traces.get("B")
+    rows = [("settings", *(escape(comparison.sides[s].label) if s in comparison.traces else "–" for s in SIDES), "")]
+    for label, value, fmt, better in METRICS:
+        va = value(a) if a else None
+        vb = value(b) if b else None
+        rows.append((label, fmt(va), fmt(vb), _relation(va, vb, better)))
+    body = "".join(f"<tr><th>{label}</th><td>{x}</td><td>{y}</td><td class='sv-muted'>{rel}</td></tr>"
+                   for label, x, y, rel in rows)
+    return (f"<div class='sv-table-wrap'><table class='sv-table sv-compare'><thead><tr><th></th><th>A</th><th>B</th>"
+            f"<th>B vs A</th></tr></thead><tbody>{body}</tbody></table></div>{_identity(a, b)}")
+
+
+METRICS = (   # label, value of a trace, format, "higher" | "lower" is better
+    ("acceptance rate", lambda t: t.summary.acceptance_rate, lambda v: percent(v), "higher"),
+    ("tokens per step (bonus included)", lambda t: t.summary.mean_accepted_length, lambda v: _num(v, "{:.2f}"),
+     "higher"),
+    ("tokens / s", lambda t: t.summary.tokens_per_s, lambda v: _num(v, "{:.1f}"), "higher"),
+    ("target forwards", lambda t: t.summary.target_forwards, lambda v: _num(v, "{:.0f}"), "lower"),
+    ("new tokens", lambda t: t.summary.new_tokens, lambda v: _num(v, "{:.0f}"), ""),
+    ("wall time", lambda t: t.summary.wall_s, lambda v: _num(v, "{:.2f} s"), "lower"),
+)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def _relation(a: float | None, b: float | None, better: str) -> str:
+    if a is None or b is None or not better or a == 0:
+        return ""
+    ratio = b / a
+    if abs(ratio - 1) < 0.005:
+        return "same"
+    word = "better" if (ratio > 1) == (better == "higher") else "worse"
+    return f"{ratio:.2f}× ({word})"
+
+
+def _identity(a: Trace | None, b: Trace | None) -> str:
+    if a is None or b is None:
+        return ""
+    ids_a, ids_b = a.output.token_ids, b.output.token_ids
+    if ids_a == ids_b:
+        return "<div class='sv-note'><span class='sv-badge sv-ok'>✓ A and B wrote identical output</span></div>"
+    position = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
+    why = ("sampling draws different random numbers" if a.config.temperature or b.config.temperature
+           else "unexpected for greedy float32 runs")
+    return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ outputs differ from token {position + 1}</span>"
+            f" <span class='sv-muted'>({why})</span></div>")
+
+
+class CompareHandlers:
+    """Runs A then B in one generator (Stop keeps what finished)."""
+
+    def __init__(self, runner: Runner, policy: Policy = Policy()):
+        self.runner = runner
+        self.policy = policy
+        self.stops = StopSignals()
+
+    def compare(self, large: bool, width: float | None, preset: str, draft: str, target: str, prompt: str,
+                max_new_tokens: float, seed: float, k_a: float, temperature_a: float, drafter_a: str, k_b: float,
+                temperature_b: float, drafter_b: str, request: gr.Request = None) -> Iterator[tuple[Any, ...]]:
+        style = FigureStyle.for_screen(large, width)
+        sides = {"A": _side(k_a, temperature_a, drafter_a), "B": _side(k_b, temperature_b, drafter_b)}
+        requests = {name: _request(preset, draft, target, prompt, max_new_tokens, seed, side, self.policy)
+                    for name, side in sides.items()}
+        session = _session(request)
+        stop = self.stops.open(session)
+        comparison = Comparison(sides, {})
+        try:
+            for name in SIDES:
+                if stop.is_set():
+                    break
+                yield compare_outputs(comparison, f"Running {name} ({sides[name].label})…", style)
+                trace = self._run(name, requests[name], stop)
+                comparison = Comparison(sides, {**comparison.traces, name: trace})
+            done = "Stopped: the finished runs are kept." if stop.is_set() else "Done: A and B side by side."
+            yield compare_outputs(comparison, done, style)
+        finally:
+            self.stops.close(session, stop)
+
+    def stop(self, request: gr.Request = None) -> None:
+        self.stops.request_stop(_session(request))
+
+    def restyle(self, comparison: Comparison | None, status: str, large: bool, width: float | None) -> tuple[Any, ...]:
+        return compare_outputs(comparison, status, FigureStyle.for_screen(large, width))
+
+    @staticmethod
+    def preset(name: str) -> tuple[Any, ...]:
+        """The six side widgets set to a named pair of settings."""
+        a, b = PRESETS[name]
+        return (*a, *b)
+
+    def _run(self, name: str, request: RunRequest, stop: threading.Event) -> Trace:
+        try:
+            generation: Generation = self.runner.start(request, progress=lambda fraction, message: None)
+            while not generation.is_done and not stop.is_set():
+                generation.step()
+            return generation.trace()
+        except (RunnerError, ValueError) as error:
+            raise gr.Error(f"Could not run {name}: {error}") from None
+        except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
+            LOG.exception("a comparison run failed")
+            raise gr.Error(f"Run {name} failed: {type(error).__name__}: {error}") from None
+
+
+def _side(k: Any, temperature: Any, drafter: str) -> Side:
+    try:
+        return Side(int(k), float(temperature), drafter or "model")
+    except (TypeError, ValueError):
+        raise gr.Error("k and temperature must be numbers for both A and B.") from None
+
+
+def _request(preset: str, draft: str, target: str, prompt: str, max_new_tokens: Any, seed: Any, side: Side,
+             policy: Policy) -> RunRequest:
+    text = (prompt or "").strip()
+    try:
+        if not text:
+            raise ConfigError("The prompt is empty: type one or pick an example.")
+        if len(text) > MAX_PROMPT_CHARS:
+            raise ConfigError(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        config = SpecConfig(k=side.k, temperature=side.temperature, drafter=side.drafter,
+                            max_new_tokens=int(max_new_tokens), seed=int(seed or 0))
+        request = RunRequest(choose_models(preset, draft, target, side.drafter), text, config)
+        policy.check(request)
+        return request
+    except (ConfigError, TypeError, ValueError) as error:
+        raise gr.Error(str(error)) from None
