@@ -44,9 +44,10 @@ class _Cells:
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
-                    style: FigureStyle = FigureStyle()) -> go.Figure:
+                    style: FigureStyle = FigureStyle(), divergence: int | None = None) -> go.Figure:
     """Timeline of `trace`; `selected_step` (a step index) is outlined and scrolled into view;
-    `follow_end` shows the newest steps instead (while streaming)."""
+    `follow_end` shows the newest steps instead (while streaming); `divergence` (a step index)
+    gets a red line where the output first leaves target-only decoding (lab mode)."""
     if trace is None or not trace.steps:
         return empty_figure(TITLE, "No steps yet: press Run.", style)
     max_k = max(step.k for step in trace.steps)
@@ -59,12 +60,29 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     rows = max_k + 2
     return make_figure(
         bars, TITLE, SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
-        barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step),
+        barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step) + divergence_line(divergence),
+        annotations=divergence_label(divergence, style), **({} if divergence is None else {"margin": {"t": 130}}),
         yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],
                "range": [-0.55, rows - 0.45], "fixedrange": True, "showgrid": False, "zeroline": False},
         xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(indices, window),
                "tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5,
                "showgrid": False, "zeroline": False})
+
+
+def divergence_line(step: int | None) -> list[dict[str, Any]]:
+    """A red line on the left edge of the step where the output first leaves target-only (none for None)."""
+    if step is None:
+        return []
+    return [{"type": "line", "name": "divergence", "xref": "x", "yref": "paper", "x0": step - 0.5, "x1": step - 0.5,
+             "y0": 0, "y1": 1, "line": {"color": COLORS["rejected"], "width": 3}, "layer": "above"}]
+
+
+def divergence_label(step: int | None, style: FigureStyle) -> list[dict[str, Any]]:
+    if step is None:
+        return []
+    return [{"text": f"<b>output leaves target-only at step {step}</b>", "name": "divergence", "x": step - 0.5,
+             "xref": "x", "y": 1.0, "yref": "paper", "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+             "font": {"color": COLORS["rejected"], "size": style.font_size}, "bgcolor": "rgba(255,255,255,0.85)"}]
 
 
 def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int, chars: int) -> None:

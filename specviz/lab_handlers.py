@@ -1,0 +1,123 @@
+"""The Lab tab's behaviour: show a recorded or live lab set, and record one for a prompt.
+
+`run` records stage D (the correct engine) first and checks it against target-only
+decoding, then A, B, C and the "what if" run, greedy, stepping each inside the
+generator so Stop ends it between steps (finished stages stay).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Iterator
+
+import gradio as gr
+
+from engine.config import ConfigError, SpecConfig
+from engine.trace import Trace
+from specviz.controls import MAX_PROMPT_CHARS
+from specviz.handlers import _session
+from specviz.lab_view import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
+from specviz.model_picker import choose_models
+from specviz.policy import Policy
+from specviz.runner import RunnerError, Runner, RunRequest
+from specviz.stop import StopSignals
+from specviz.style import FigureStyle
+
+LOG = logging.getLogger(__name__)
+Outputs = tuple[Any, ...]
+MAX_LAB_TOKENS = 256
+
+
+class LabHandlers:
+    def __init__(self, runner: Runner, policy: Policy = Policy()):
+        self.runner = runner
+        self.policy = policy
+        self.stops = StopSignals()
+
+    def show(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None) -> Outputs:
+        """Switch the stage shown (no model runs)."""
+        return render_lab(lab, key, status, FigureStyle.for_screen(large, width)).outputs()
+
+    def run(self, lab: LabSet | None, key: str, large: bool, width: float | None, preset: str, draft: str,
+            target: str, prompt: str, k: float, max_new_tokens: float, request: gr.Request = None,
+            progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
+        """Record every stage for `prompt` (D first, checked against target-only), showing stage `key`."""
+        base_request = _request(preset, draft, target, prompt, k, max_new_tokens, self.policy)
+        style = FigureStyle.for_screen(large, width)
+        session = _session(request)
+        stop = self.stops.open(session)
+        live = LabSet({}, base_request.models.label)
+        try:
+            for number, stage in enumerate(RUN_ORDER, start=1):
+                if stop.is_set():
+                    break
+                title = choice(stage).title
+                yield status_only(lab if not live.traces else live,
+                                  f"Recording {number} of {len(RUN_ORDER)}: {title}…")
+                stage_request = RunRequest(base_request.models, base_request.prompt,
+                                           choice(stage).apply(base_request.config))
+                trace = self._record(stage_request, stop, progress)
+                checked = live.checked
+                if stage == REFERENCE and not stop.is_set():
+                    yield render_lab(LabSet({stage: trace}, live.source), key,
+                                     "Checking stage D against target-only decoding…", style).outputs()
+                    baseline = self._baseline(stage_request, trace).summary.baseline
+                    checked = bool(baseline and baseline.identical)
+                live = LabSet({**live.traces, stage: trace}, live.source, checked)
+                if stage == REFERENCE and not checked and not stop.is_set():
+                    LOG.warning("stage D differs from target-only decoding for %r", base_request.prompt)
+            status = (f"Stopped: {len(live.traces)} of {len(RUN_ORDER)} stages recorded." if stop.is_set()
+                      else f"Recorded all {len(RUN_ORDER)} runs on {live.source}. Pick a stage to compare.")
+            if live.checked is False:
+                status += " Stage D differed from target-only decoding, which should not happen: please report it."
+            yield render_lab(live, key, status, style).outputs()
+        finally:
+            self.stops.close(session, stop)
+
+    def stop(self, request: gr.Request = None) -> None:
+        self.stops.request_stop(_session(request))
+
+    def _record(self, request: RunRequest, stop: threading.Event, progress: gr.Progress) -> Trace:
+        try:
+            generation = self.runner.start(request, progress=lambda fraction, message: progress(fraction, desc=message))
+            while not generation.is_done and not stop.is_set():
+                generation.step()
+            return generation.trace()
+        except (RunnerError, ValueError) as error:
+            raise gr.Error(f"Could not run the lab: {error}") from None
+        except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
+            LOG.exception("a lab run failed")
+            raise gr.Error(f"The lab run failed: {type(error).__name__}: {error}") from None
+
+    def _baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        try:
+            return self.runner.with_baseline(request, trace)
+        except Exception as error:  # the stage runs are what matter: say why the check is missing
+            LOG.exception("the lab's target-only check failed")
+            raise gr.Error(f"The target-only check failed: {error}") from None
+
+
+def status_only(lab: LabSet | None, status: str) -> Outputs:
+    """Outputs that change the status line only (the session keeps `lab`)."""
+    return tuple(lab if name == "lab" else status if name == "status" else gr.update() for name in LabViews.names())
+
+
+def _request(preset: str, draft: str, target: str, prompt: str, k: Any, max_new_tokens: Any,
+             policy: Policy) -> RunRequest:
+    """Greedy, float32, the draft model drafting: the setting in which D must equal target-only."""
+    text = (prompt or "").strip()
+    try:
+        if not text:
+            raise ConfigError("The prompt is empty: type one or pick an example.")
+        if len(text) > MAX_PROMPT_CHARS:
+            raise ConfigError(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        tokens = int(max_new_tokens)
+        if not 1 <= tokens <= MAX_LAB_TOKENS:
+            raise ConfigError(f"max new tokens must be from 1 to {MAX_LAB_TOKENS} in the lab, got {tokens}.")
+        config = SpecConfig(k=int(k), temperature=0.0, max_new_tokens=tokens, drafter="model")
+        request = RunRequest(choose_models(preset, draft, target, "model"), text, config)
+        policy.check(request)
+        return request
+    except (ConfigError, TypeError, ValueError) as error:
+        raise gr.Error(str(error)) from None

@@ -1,0 +1,180 @@
+"""The Lab tab: recorded lab traces load, the divergence marker sits at engine.lab.first_divergence,
+and the handlers record every stage (fake runner, then the real tiny-random pair)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+import pytest
+
+from app import EngineRunner
+from engine.lab import cache_drift, first_divergence
+from fakes import FakeRunner
+from specviz.assets import ASSETS_DIR, LAB_PREFIX, load_demo_trace, load_lab_traces, trace_paths
+from specviz.figures.lab import drift_figure
+from specviz.lab_handlers import LabHandlers
+from specviz.lab_view import KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, choice, difference, recorded_lab, render_lab
+from specviz.policy import Policy
+from trace_factory import make_trace
+
+NAMES = ["lab", "status", "explanation", "verdict", "timeline", "drift"]
+
+
+def divergence_shapes(fig):
+    return [shape for shape in fig.layout.shapes if shape.name == "divergence"]
+
+
+def lab_pair():
+    """Stage A leaves the reference in step 1 (a recovered token where D accepted d2)."""
+    return LabSet({"A": make_trace([4, 1, 4, 2]), REFERENCE: make_trace([4, 4, 4, 2])}, "test")
+
+
+def test_divergence_marker_sits_at_first_divergence():
+    lab = lab_pair()
+    step = first_divergence(lab.traces["A"], lab.reference.output.token_ids)
+    assert step == 1
+    views = render_lab(lab, "A", "status")
+    (line,) = divergence_shapes(views.timeline)
+    assert line.x0 == line.x1 == step - 0.5
+    assert any(a.name == "divergence" and f"step {step}" in a.text for a in views.timeline.layout.annotations)
+    (drift_line,) = divergence_shapes(views.drift)
+    assert drift_line.x0 == step - 0.5
+    assert "leaves target-only decoding at token 7 (step 1)" in views.verdict      # 5 tokens in step 0, then d1, d2
+    diff = difference(lab.traces["A"], lab.reference)
+    assert diff.position == 6 and diff.got != diff.expected and diff.step == step
+    assert views.verdict.count("sv-tok sv-rejected") == 1
+
+
+def test_the_reference_itself_is_identical_and_unmarked():
+    views = render_lab(lab_pair(), REFERENCE, "status")
+    assert not divergence_shapes(views.timeline) and not divergence_shapes(views.drift)
+    assert "identical to target-only" in views.verdict
+    assert "D. + real cutoff" in views.explanation
+
+
+def test_a_missing_stage_says_how_to_get_it():
+    views = render_lab(lab_pair(), "C", "status")
+    assert "press <b>Run the lab</b>" in views.verdict and not views.timeline.data
+    assert "zero" in views.explanation.lower()
+    empty = render_lab(None, "A", "status")
+    assert "No lab traces yet" in empty.verdict
+
+
+def test_verdict_compares_acceptance_with_the_correct_engine():
+    lab = lab_pair()
+    views = render_lab(lab, "A", "")
+    assert f"correct engine (D): {100 * lab.reference.summary.acceptance_rate:.1f}%" in views.verdict
+
+
+def test_drift_figure_draws_engine_lab_cache_drift():
+    trace = make_trace([4, 1, 0, 2])
+    fig = drift_figure(trace)
+    drift = cache_drift(trace)
+    assert list(next(t for t in fig.data if t.meta == "target").y) == [t for t, _ in drift]
+    assert list(next(t for t in fig.data if t.meta == "draft").y) == [d for _, d in drift]
+    stale = dataclasses.replace(trace.steps[1], kv_target=dataclasses.replace(trace.steps[1].kv_target, cutoff=0,
+                                                                              after_cutoff=trace.steps[1].kv_target
+                                                                              .after_forward))
+    broken = dataclasses.replace(trace, steps=(trace.steps[0], stale, *trace.steps[2:]))
+    target = next(t for t in drift_figure(broken).data if t.meta == "target")
+    assert target.y[1] == 3 and "3 stale positions kept" in target.customdata[1]
+
+
+def test_lab_traces_load_from_assets_and_never_become_the_demo_trace(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    make_trace([4, 1]).save(traces / f"{LAB_PREFIX}A.json")
+    make_trace([4, 4]).save(traces / f"{LAB_PREFIX}D.json")
+    (traces / f"{LAB_PREFIX}B.json").write_text("{", encoding="utf-8")          # unreadable: left out
+    loaded = load_lab_traces(KEYS, tmp_path)
+    assert set(loaded) == {"A", "D"}
+    assert load_demo_trace(tmp_path).trace is None and not trace_paths(tmp_path)
+    lab = recorded_lab(loaded)
+    assert lab.source == "recorded" and lab.checked is None and recorded_lab({}) is None
+
+
+def test_shipped_lab_traces_are_complete_and_d_is_target_only():
+    shipped = sorted(path.name for path in (ASSETS_DIR / "traces").glob(f"{LAB_PREFIX}*.json"))
+    if not shipped:
+        pytest.skip("no lab traces recorded in assets/traces yet")
+    lab = recorded_lab(load_lab_traces(KEYS))
+    assert {"A", "B", "C", "D"} <= set(lab.traces), shipped           # the what-if run is optional
+    assert lab.checked is True                                          # recorded with --baseline: D == target-only
+    assert all(trace.config.is_greedy for trace in lab.traces.values())
+    for key, trace in lab.traces.items():                               # each file holds the stage it is named for
+        assert choice(key).apply(trace.config) == trace.config, key
+    if WHAT_IF in lab.traces:
+        assert difference(lab.traces[WHAT_IF], lab.reference).identical
+    assert len({trace.prompt.text for trace in lab.traces.values()}) == 1
+
+
+# --- handlers ---------------------------------------------------------------------------------------
+
+def run_lab(handlers, key="A", **changes):
+    values = dict(preset="tiny-random", draft="", target="", prompt="def fib(n):", k=4, max_new_tokens=24)
+    values.update(changes)
+    return [dict(zip(NAMES, out)) for out in handlers.run(None, key, False, None, *values.values(),
+                                                          progress=lambda fraction, desc=None: None)]
+
+
+def test_run_records_d_first_then_every_stage_with_lab_configs():
+    runner = FakeRunner()
+    updates = run_lab(LabHandlers(runner))
+    assert [r.config.cutoff_mode for r in runner.requests] == ["truncate", "none", "none", "zero_fill", "truncate"]
+    assert [r.config.carryover for r in runner.requests] == [True, False, True, True, True]
+    assert [r.config.draft_temperature for r in runner.requests][-1] == 1.0
+    assert all(r.config.temperature == 0.0 and r.config.drafter == "model" for r in runner.requests)
+    statuses = [u["status"] for u in updates]
+    assert statuses[0] == f"Recording 1 of 5: {choice(REFERENCE).title}…"
+    assert "Checking stage D against target-only decoding…" in statuses
+    final = updates[-1]
+    assert set(final["lab"].traces) == set(RUN_ORDER) and final["lab"].checked is True
+    assert final["status"].startswith("Recorded all 5 runs on tiny-random")
+
+
+def test_run_refuses_bad_input_and_reports_engine_errors():
+    with pytest.raises(gr.Error, match="The prompt is empty"):
+        run_lab(LabHandlers(FakeRunner()), prompt=" ")
+    with pytest.raises(gr.Error, match="max new tokens must be from 1 to 256"):
+        run_lab(LabHandlers(FakeRunner()), max_new_tokens=1000)
+    with pytest.raises(gr.Error, match="k must be a whole number from 1 to 8 on this hosted server"):
+        run_lab(LabHandlers(FakeRunner(), policy=Policy.hosted_default()), k=12)
+    with pytest.raises(gr.Error, match="Could not run the lab: no such model"):
+        run_lab(LabHandlers(FakeRunner(fail_load="no such model")))
+
+
+def test_stop_keeps_the_finished_stages():
+    handlers = LabHandlers(FakeRunner())
+    updates = []
+    for out in handlers.run(None, "A", False, None, "tiny-random", "", "", "def f():", 4, 24,
+                            progress=lambda fraction, desc=None: None):
+        updates.append(dict(zip(NAMES, out)))
+        if updates[-1]["status"].startswith("Recording 3 of 5"):
+            handlers.stop()
+    final = updates[-1]
+    assert final["status"] == "Stopped: 3 of 5 stages recorded." and set(final["lab"].traces) == {"D", "A", "B"}
+
+
+def test_show_switches_stage_without_running():
+    runner = FakeRunner()
+    lab = lab_pair()
+    views = dict(zip(NAMES, LabHandlers(runner).show(lab, REFERENCE, "kept status", True, 390)))
+    assert views["status"] == "kept status" and views["lab"] is lab and not runner.requests
+    assert views["timeline"].layout.font.size == 18                   # large text
+
+
+def test_the_lab_on_tiny_random():
+    updates = run_lab(LabHandlers(EngineRunner(device="cpu")), prompt="Write a palindrome check in Python.",
+                      k=5, max_new_tokens=32)
+    lab = updates[-1]["lab"]
+    assert set(lab.traces) == set(KEYS) and lab.checked is True
+    for key in KEYS:
+        config = lab.traces[key].config
+        assert config.carryover == choice(key).apply(config).carryover
+    reference_ids = lab.reference.output.token_ids
+    assert first_divergence(lab.traces["A"], reference_ids) is not None          # nothing cleaned up: it drifts
+    assert any(target > 0 for target, _ in cache_drift(lab.traces["A"]))
+    assert difference(lab.traces[WHAT_IF], lab.reference).identical              # sampled drafts stay exact
+    views = render_lab(lab, "A", "")
+    assert divergence_shapes(views.timeline) and "✗ output leaves target-only" in views.verdict
