@@ -1,4 +1,5 @@
-"""The page: controls on the left, figures and step detail on the right; wraps to one column on a phone.
+"""The page: a Run tab (controls on the left, figures and step detail on the right; one column on a
+phone), an Explore tab (k x temperature sweeps, two runs side by side) and a Lab tab (stages A-D).
 
 `build_demo(runner)` wires the layout to `Handlers`; the caller launches it with the
 theme and css (Gradio 6 takes both in `launch()`, see app.py).
@@ -11,10 +12,14 @@ from typing import Callable
 import gradio as gr
 
 from engine.config import DTYPES, SpecConfig
-from specviz.assets import ASSETS_DIR, DemoTrace, load_demo_trace, load_examples
+from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_examples, load_lab_traces,
+                            load_recorded_sweep)
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
+from specviz.explore_tab import explore_tab
 from specviz.handlers import Handlers, outputs
+from specviz.lab_tab import lab_tab
+from specviz.lab_view import KEYS, LabSet, recorded_lab
 from specviz.policy import Policy
 from specviz.runner import CUSTOM, Runner
 from specviz.views import Views, render
@@ -32,9 +37,11 @@ STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its la
 
 
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
-               demo_trace: DemoTrace | None = None, policy: Policy = Policy()) -> gr.Blocks:
+               demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
+               lab: LabSet | None = None) -> gr.Blocks:
     """The Blocks app; `gpu` wraps the generation entry (spaces.GPU on ZeroGPU Spaces); `policy`
-    is what this server accepts (control ranges; models in hosted mode)."""
+    is what this server accepts (control ranges; models in hosted mode); the recorded trace,
+    sweep and lab set shown first come from assets/ unless given."""
     handlers = Handlers(runner, policy=policy)
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
@@ -48,14 +55,21 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
-        with gr.Row(elem_id="sv-main", equal_height=False):
-            with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
-                controls = _controls(runner, demo_trace, policy)
-                with gr.Row():
-                    run = gr.Button("Run", variant="primary", elem_id="sv-run")
-                    stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
-            with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
-                views = _views(initial)
+        with gr.Tabs(elem_id="sv-tabs"):
+            with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
+                with gr.Row(elem_id="sv-main", equal_height=False):
+                    with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
+                        controls = _controls(runner, demo_trace, policy)
+                        with gr.Row():
+                            run = gr.Button("Run", variant="primary", elem_id="sv-run")
+                            stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
+                    with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
+                        views = _views(initial)
+            with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
+                explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
+                            policy)
+            with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
+                lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)), policy)
         views_out = [state if name == "trace" else views[name] for name in Views.names()]
         control_in = [controls[name] for name in Controls.names()]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes import FakeRunner
-from specviz.assets import DemoTrace
+from specviz.assets import ASSETS_DIR, DEMO_SWEEP, DemoTrace
 from trace_factory import make_trace
 from ui_server import serve
 
@@ -172,4 +172,82 @@ def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app
     upload(page, broken)
     page.wait_for_selector("text=Not a SpecViz trace", timeout=15_000)
     assert page.evaluate(CELLS_JS, "accepted") == 5
+    page.close()
+
+
+HEAT_JS = """(id) => {
+    const plot = document.querySelector(`#${id} .js-plotly-plot`);
+    if (!plot || !plot.data) return -1;
+    const heat = plot.data.find(t => t.type === 'heatmap');
+    return heat ? heat.z.flat().filter(v => v !== null).length : 0;
+}"""
+STARS_JS = """() => document.querySelector('#sv-heat-speedup .js-plotly-plot')
+    .data.find(t => t.meta === 'best_k').x.length"""
+DIVERGENCE_JS = """() => {
+    const plot = document.querySelector('#sv-lab-timeline .js-plotly-plot');
+    if (!plot || !plot.layout) return -1;
+    return (plot.layout.shapes || []).filter(s => s.name === 'divergence').length;
+}"""
+
+
+def plot_cells(page, selector, category):
+    return page.evaluate("""([selector, category]) => {
+        const plot = document.querySelector(`${selector} .js-plotly-plot`);
+        if (!plot || !plot.data) return -1;
+        return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
+    }""", [selector, category])
+
+
+def wait_text(page, selector, text, timeout=60_000):
+    page.wait_for_function("([selector, text]) => document.querySelector(selector).innerText.includes(text)",
+                           arg=[selector, text], timeout=timeout)
+
+
+def test_explore_tab_sweeps_and_compares_on_tiny_random(browser, tiny_app):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = open_page(browser, tiny_app)
+    page.get_by_role("tab", name="Explore").click()
+    page.wait_for_selector("#sv-heat-speedup .js-plotly-plot", timeout=30_000)
+    if (ASSETS_DIR / "sweeps" / DEMO_SWEEP).exists():            # the recorded sweep shows before anything runs
+        assert page.evaluate(HEAT_JS, "sv-heat-speedup") > 0
+        page.wait_for_selector("#sv-theory .js-plotly-plot")
+    page.click("#sv-explore-preset input")
+    page.get_by_role("option", name="tiny-random").click()
+    page.fill("#sv-sweep-max-new input[type=number]", "8")
+    page.press("#sv-sweep-max-new input[type=number]", "Enter")
+    page.click("#sv-sweep-run")
+    wait_text(page, "#sv-sweep-status", "Done: 12 runs", timeout=120_000)
+    for heatmap in ("sv-heat-acceptance", "sv-heat-length", "sv-heat-speedup"):
+        assert page.evaluate(HEAT_JS, heatmap) == 12                  # 6 k x 2 temperatures, every cell drawn
+    assert page.evaluate(STARS_JS) == 2                               # the fastest k of each temperature
+    assert plot_cells(page, "#sv-theory", "measured.speedup") == 6
+    page.get_by_text("draft model vs n-gram").click()
+    page.click("#sv-compare-run")
+    wait_text(page, "#sv-compare-status", "Done: A and B side by side.")
+    assert plot_cells(page, "#sv-compare-a", "accepted") > 0 and plot_cells(page, "#sv-compare-b", "accepted") >= 0
+    assert "target forwards" in page.inner_text("#sv-compare-table")
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "browser-explore.png"), full_page=True)
+    page.close()
+
+
+def test_lab_tab_records_every_stage_on_tiny_random(browser, tiny_app):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = open_page(browser, tiny_app)
+    page.get_by_role("tab", name="Lab").click()
+    page.wait_for_selector("#sv-lab-timeline .js-plotly-plot", timeout=30_000)
+    if not page.is_visible("#sv-lab-run"):
+        page.click("#sv-lab-run-box")
+    page.click("#sv-lab-preset input")
+    page.get_by_role("option", name="tiny-random").click()
+    page.fill("#sv-lab-prompt textarea", "Write a palindrome check in Python.")
+    page.click("#sv-lab-run")
+    wait_text(page, "#sv-lab-status", "Recorded all 5 runs", timeout=120_000)
+    assert page.evaluate(DIVERGENCE_JS) == 1                          # stage A leaves target-only: a red line
+    assert "output leaves target-only decoding" in page.inner_text("#sv-lab-verdict")
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "browser-lab.png"), full_page=True)
+    page.get_by_text("D. + real cutoff").click()
+    wait_text(page, "#sv-lab-verdict", "identical to target-only")
+    assert page.evaluate(DIVERGENCE_JS) == 0
     page.close()
