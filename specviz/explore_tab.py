@@ -6,7 +6,7 @@ wires them to ExploreHandlers and CompareHandlers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import gradio as gr
 
@@ -31,7 +31,8 @@ COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where pr
 
 
 def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: RecordedSweep,
-                policy: Policy = Policy()) -> None:
+                policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
+    """The tab's components and events; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU)."""
     sweeps = ExploreHandlers(runner, policy=policy)
     compares = CompareHandlers(runner, policy=policy)
     examples = load_examples(ASSETS_DIR)
@@ -73,7 +74,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
     sweep_in = [c[name] for name in SweepControls.__dataclass_fields__]
     styled = [v["table"], v["temperature"], large, width]
 
-    run.click(sweeps.sweep, inputs=[*styled, *sweep_in], outputs=views_out, show_progress_on=[v["status"]],
+    run.click(gpu(sweeps.sweep), inputs=[*styled, *sweep_in], outputs=views_out, show_progress_on=[v["status"]],
               api_name="explore_sweep", api_visibility="private")
     stop.click(sweeps.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="explore_stop", api_visibility="private")
@@ -93,7 +94,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
         source.change(_size, inputs=size_in, outputs=[size], show_progress="hidden", concurrency_limit=None,
                       api_name="explore_size", api_visibility="private")
 
-    comparison = _compare_section(compares, picker, examples, large, width, policy)
+    comparison = _compare_section(compares, picker, examples, large, width, policy, gpu)
     for source in (large, width):
         source.change(sweeps.restyle, inputs=[*styled, v["status"]], outputs=views_out, show_progress="hidden",
                       concurrency_limit=None, api_name="explore_restyle", api_visibility="private")
@@ -120,7 +121,7 @@ def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
 
 
 def _compare_section(handlers: CompareHandlers, picker: dict[str, Any], examples: list, large: gr.Checkbox,
-                     width: gr.Number, policy: Policy) -> dict[str, Any]:
+                     width: gr.Number, policy: Policy, gpu: Callable[[Callable], Callable]) -> dict[str, Any]:
     gr.HTML("<h2 class='sv-section'>Compare two runs</h2><p class='sv-muted'>The same prompt and models "
             "(chosen above) under two settings, each token timeline over the same steps.</p>")
     start = COMPARE_PRESETS["draft model vs n-gram"]
@@ -157,7 +158,7 @@ def _compare_section(handlers: CompareHandlers, picker: dict[str, Any], examples
             timeline_a = gr.Plot(first[2], show_label=False, elem_id="sv-compare-a")
             timeline_b = gr.Plot(first[3], show_label=False, elem_id="sv-compare-b")
     outputs = [state, status, timeline_a, timeline_b, table]
-    run.click(handlers.compare, inputs=[large, width, picker["preset"], picker["draft"], picker["target"], prompt,
+    run.click(gpu(handlers.compare), inputs=[large, width, picker["preset"], picker["draft"], picker["target"], prompt,
                                         max_new, seed, *side_widgets],
               outputs=outputs, show_progress_on=[status], api_name="compare_run", api_visibility="private")
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,

@@ -6,6 +6,8 @@ pair (assets/traces/lab-*.json) show before any model loads.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import gradio as gr
 
 from specviz.assets import ASSETS_DIR, load_examples
@@ -24,7 +26,8 @@ DEFAULT_KEY = "A"
 
 
 def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabSet | None,
-            policy: Policy = Policy()) -> None:
+            policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
+    """The tab's components and events; `gpu` wraps the lab run (spaces.GPU on ZeroGPU)."""
     handlers = LabHandlers(runner, policy=policy)
     reference = recorded.reference if recorded else None
     initial = render_lab(recorded, DEFAULT_KEY, _recorded_status(recorded))
@@ -65,7 +68,7 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
     for source in (large, width):
         source.change(handlers.show, inputs=show_in, outputs=views_out, show_progress="hidden",
                       concurrency_limit=None, api_name="lab_restyle", api_visibility="private")
-    run.click(handlers.run, inputs=[state, stage, large, width, picker["preset"], picker["draft"], picker["target"],
+    run.click(gpu(handlers.run), inputs=[state, stage, large, width, picker["preset"], picker["draft"], picker["target"],
                                     prompt, k, max_new], outputs=views_out, show_progress_on=[status],
               api_name="lab_run", api_visibility="private")
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,

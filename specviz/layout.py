@@ -39,7 +39,7 @@ STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its la
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
                demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
                lab: LabSet | None = None) -> gr.Blocks:
-    """The Blocks app; `gpu` wraps the generation entry (spaces.GPU on ZeroGPU Spaces); `policy`
+    """The Blocks app; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU Spaces); `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
     sweep and lab set shown first come from assets/ unless given."""
     handlers = Handlers(runner, policy=policy)
@@ -67,9 +67,10 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
                         views = _views(initial)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
                 explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
-                            policy)
+                            policy, gpu)
             with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
-                lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)), policy)
+                lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)),
+                        policy, gpu)
         views_out = [state if name == "trace" else views[name] for name in Views.names()]
         control_in = [controls[name] for name in Controls.names()]
 
