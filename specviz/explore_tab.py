@@ -108,15 +108,15 @@ def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
     v["status"] = gr.Markdown(initial.status, elem_id="sv-sweep-status")
     v["about"] = gr.HTML(initial.about, elem_id="sv-sweep-about")
     with gr.Row(equal_height=False, elem_id="sv-heatmaps"):
-        v["acceptance"] = gr.Plot(initial.acceptance, show_label=False, elem_id="sv-heat-acceptance", min_width=280)
-        v["length"] = gr.Plot(initial.length, show_label=False, elem_id="sv-heat-length", min_width=280)
-        v["speedup"] = gr.Plot(initial.speedup, show_label=False, elem_id="sv-heat-speedup", min_width=280)
+        v["acceptance"] = gr.Plot(initial.acceptance, show_label=False, elem_id="sv-heat-acceptance", min_width=330)
+        v["length"] = gr.Plot(initial.length, show_label=False, elem_id="sv-heat-length", min_width=330)
+        v["speedup"] = gr.Plot(initial.speedup, show_label=False, elem_id="sv-heat-speedup", min_width=330)
     v["temperature"] = gr.Radio(label="Theory overlay at temperature", elem_id="sv-theory-temperature",
                                 **_radio(initial.temperature))
     with gr.Row(equal_height=False):
-        v["theory"] = gr.Plot(initial.theory, show_label=False, elem_id="sv-theory", scale=2, min_width=320)
+        v["theory"] = gr.Plot(initial.theory, show_label=False, elem_id="sv-theory", scale=2, min_width=440)
         v["positions"] = gr.Plot(initial.positions, show_label=False, elem_id="sv-sweep-positions", scale=1,
-                                 min_width=280)
+                                 min_width=340)
     return v
 
 

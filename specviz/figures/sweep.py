@@ -24,9 +24,9 @@ NO_SWEEP = "No sweep yet: press Run sweep, or upload a sweep JSON."
 
 METRICS: dict[str, tuple[str, str, Callable[[SweepCell], float | None], str]] = {
     # name -> (title, subtitle, value of a cell, cell text format)
-    "acceptance": ("Acceptance rate", "accepted / drafted tokens", lambda c: c.acceptance_rate, "{:.0%}"),
-    "length": ("Tokens per step", "per target forward, bonus included", lambda c: c.mean_accepted_length, "{:.2f}"),
-    "speedup": ("Speedup ×", "tokens/s ÷ target-only tokens/s; ★ fastest", lambda c: c.speedup, "{:.2f}"),
+    "acceptance": ("Acceptance rate", "accepted / drafted", lambda c: c.acceptance_rate, "{:.0%}"),
+    "length": ("Tokens per step", "per target forward, bonus incl.", lambda c: c.mean_accepted_length, "{:.2f}"),
+    "speedup": ("Speedup ×", "vs target-only; ★ fastest k", lambda c: c.speedup, "{:.2f}"),
 }
 SCALES = {
     "acceptance": [[0.0, "#FFFFFF"], [1.0, COLORS["accepted"]]],
@@ -57,7 +57,8 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         scale |= {"zmin": 0.0, "zmax": 1.0}
     heatmap = {
         "type": "heatmap", "x": list(range(len(ks))), "y": list(range(len(temperatures))), "z": z, "text": text,
-        "texttemplate": "%{text}", "textfont": {"size": style.cell_font_size}, "meta": metric, "name": title,
+        "texttemplate": "%{text}", "textfont": {"size": min(style.cell_font_size, 14)}, "meta": metric,
+        "name": title,
         "customdata": [[[k, t] for k in ks] for t in temperatures], "xgap": 2, "ygap": 2, "showscale": False,
         "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}<extra></extra>", **scale}
     best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures) if (k := table.best_k(t)) is not None]
@@ -109,21 +110,22 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
                            "y": [expected_speedup(fit.alpha, k, fit.cost_ratio) for k in curve_ks],
                            "line": {**MODEL_LINE, "color": COLORS["draft"]}, "name": "model E / (k·c + 1)",
                            "hovertemplate": "model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
-    words = _fit_words(fit, len(cells)).replace(", c", "<br>c") if style.narrow else _fit_words(fit, len(cells))
-    bonus = "E counts the bonus token (a = 1: k + 1)" if style.narrow else \
+    cramped = style.narrow or style.font_size > FigureStyle().font_size         # a phone or a projector
+    words = _fit_words(fit, len(cells)).replace(", c", "<br>c") if cramped else _fit_words(fit, len(cells))
+    bonus = "E counts the bonus token (a = 1: k + 1)" if cramped else \
         "E counts the bonus token: at a = 1 every step emits k + 1"
     subtitle = f"T = {temperature:g} · {words}<br>{bonus}"
     ticks = {"tickmode": "array", "tickvals": curve_ks, "range": [0.5, max(ks) + 0.5], "zeroline": False}
-    # Side by side on a desktop; stacked on a phone.
-    left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if style.narrow else ([0.0, 0.45], [0.56, 1.0])
-    top_y, bottom_y = ([0.58, 1.0], [0.0, 0.42]) if style.narrow else ([0.0, 1.0], [0.0, 1.0])
+    # Side by side on a desktop; stacked on a phone or a projector.
+    left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if cramped else ([0.0, 0.45], [0.56, 1.0])
+    top_y, bottom_y = ([0.62, 1.0], [0.0, 0.38]) if cramped else ([0.0, 1.0], [0.0, 1.0])
     return make_figure(
-        traces, title, subtitle, style, height=(640 if style.narrow else 400) + 2 * style.font_size,
-        margin={"t": 110 if style.narrow else 90},
+        traces, title, subtitle, style, height=(640 if cramped else 400) + 2 * style.font_size,
+        margin={"t": 110 if cramped else 90},
         xaxis=axis(style, domain=left_x, anchor="y", title={"text": "k"}, **ticks),
         xaxis2=axis(style, domain=right_x, anchor="y2", title={"text": "k"}, **ticks),
-        yaxis={"title": {"text": "tokens per step (target forward)"}, "rangemode": "tozero", "domain": top_y},
-        yaxis2=axis(style, anchor="x2", domain=bottom_y, title={"text": "speedup vs target-only"},
+        yaxis={"title": {"text": "tokens per step"}, "rangemode": "tozero", "domain": top_y},
+        yaxis2=axis(style, anchor="x2", domain=bottom_y, title={"text": "speedup ×"},
                     rangemode="tozero"))
 
 
@@ -140,7 +142,7 @@ def positions_figure(table: SweepTable | None, temperature: float | None,
                        "y": list(cell.per_position_acceptance), "name": f"k = {cell.k}", "meta": f"k={cell.k}",
                        "line": {"color": SERIES[number % len(SERIES)], "width": 2}, "connectgaps": False,
                        "hovertemplate": f"k = {cell.k}, d%{{x}}: %{{y:.1%}} accepted<extra></extra>"})
-    return make_figure(traces, title, f"T = {temperature:g} · P(draft i accepted | checked)", style,
+    return make_figure(traces, title, f"T = {temperature:g} · P(dᵢ accepted | checked)", style,
                        height=400 + 2 * style.font_size, margin={"t": 90},
                        xaxis={"title": {"text": "draft position i"}, "dtick": 1},
                        yaxis={"title": {"text": "accepted"}, "tickformat": ".0%", "range": [0, 1.05]})
