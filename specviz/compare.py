@@ -20,8 +20,8 @@ from engine.trace import Trace
 from specviz.controls import MAX_PROMPT_CHARS
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
-from specviz.handlers import _session
-from specviz.model_picker import choose_models
+from specviz.stop import session_key
+from specviz.controls import choose_models
 from specviz.policy import Policy
 from specviz.runner import Generation, RunnerError, Runner, RunRequest
 from specviz.stop import StopSignals
@@ -153,7 +153,7 @@ class CompareHandlers:
         sides = {"A": _side(k_a, temperature_a, drafter_a), "B": _side(k_b, temperature_b, drafter_b)}
         requests = {name: _request(preset, draft, target, prompt, max_new_tokens, seed, side, self.policy)
                     for name, side in sides.items()}
-        session = _session(request)
+        session = session_key(request)
         stop = self.stops.open(session)
         comparison = Comparison(sides, {})
         try:
@@ -169,7 +169,7 @@ class CompareHandlers:
             self.stops.close(session, stop)
 
     def stop(self, request: gr.Request = None) -> None:
-        self.stops.request_stop(_session(request))
+        self.stops.request_stop(session_key(request))
 
     def restyle(self, comparison: Comparison | None, status: str, large: bool, width: float | None) -> tuple[Any, ...]:
         return compare_outputs(comparison, status, FigureStyle.for_screen(large, width))

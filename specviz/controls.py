@@ -62,17 +62,24 @@ class Controls:
         for name, dtype in dtypes.items():
             if dtype not in DTYPES:
                 raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        preset = _text(self.preset, "the preset")
-        if preset != CUSTOM:
-            if not preset:
-                raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")
-            return ModelChoice(preset=preset, **dtypes)
-        draft, target = _text(self.draft, "the draft model").strip(), _text(self.target, "the target model").strip()
-        if not target:
-            raise ConfigError("Enter a target model for the custom pair (hub id, local folder or .gguf path).")
-        if not draft and self.drafter == "model":
-            raise ConfigError("Enter a draft model for the custom pair, or switch the drafter to n-gram.")
-        return ModelChoice(draft=draft, target=target, **dtypes)
+        return choose_models(_text(self.preset, "the preset"), _text(self.draft, "the draft model"),
+                             _text(self.target, "the target model"), self.drafter, **dtypes)
+
+
+def choose_models(preset: str, draft: str, target: str, drafter: str = "model", draft_dtype: str = "float32",
+                  target_dtype: str = "float32") -> ModelChoice:
+    """The pair to load: a preset, or custom draft and target; ConfigError with one sentence otherwise."""
+    dtypes = {"draft_dtype": draft_dtype, "target_dtype": target_dtype}
+    if preset != CUSTOM:
+        if not preset:
+            raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")
+        return ModelChoice(preset=preset, **dtypes)
+    draft, target = (draft or "").strip(), (target or "").strip()
+    if not target:
+        raise ConfigError("Enter a target model for the custom pair (hub id, local folder or .gguf path).")
+    if not draft and drafter == "model":
+        raise ConfigError("Enter a draft model for the custom pair, or switch the drafter to n-gram.")
+    return ModelChoice(draft=draft, target=target, **dtypes)
 
 
 def _text(value: Any, name: str) -> str:

@@ -18,8 +18,9 @@ import gradio as gr
 
 from engine.config import ConfigError, SpecConfig
 from specviz.explore_views import ExploreViews, duration, progress_line, render_sweep
-from specviz.handlers import _prune_exports, _session
-from specviz.model_picker import choose_models
+from specviz.export import prune_exports
+from specviz.stop import session_key
+from specviz.controls import choose_models
 from specviz.policy import Policy
 from specviz.runner import RunnerError, Runner, SweepRequest
 from specviz.stop import StopSignals
@@ -113,7 +114,7 @@ class ExploreHandlers:
         except (ConfigError, ValueError, TypeError) as error:
             raise gr.Error(str(error)) from None
         style = FigureStyle.for_screen(large, width)
-        session = _session(request)
+        session = session_key(request)
         stop = self.stops.open(session)
         updates = self.runner.sweep(sweep_request, progress=lambda fraction, message: progress(fraction, desc=message))
         shown, update, last_draw, draw_s = None, None, 0.0, 0.0
@@ -153,7 +154,7 @@ class ExploreHandlers:
 
     def stop(self, request: gr.Request = None) -> None:
         """Ask this session's sweep to stop after the run in progress."""
-        self.stops.request_stop(_session(request))
+        self.stops.request_stop(session_key(request))
 
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
                            width: float | None) -> tuple[Any, Any]:
@@ -185,7 +186,7 @@ class ExploreHandlers:
         if table is None or not table.cells:
             raise gr.Error("There is no sweep to download yet: run one or upload one first.")
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
-        _prune_exports(directory.parent)
+        prune_exports(directory.parent)
         json_path, csv_path = directory / "specviz-sweep.json", directory / "specviz-sweep.csv"
         json_path.write_text(table.to_json(), encoding="utf-8")
         csv_path.write_text(table.to_csv(), encoding="utf-8")

@@ -4,6 +4,7 @@ so it opens offline on a classroom machine); PNGs only when kaleido happens to b
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from html import escape
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from engine.trace import Trace
+
+KEEP_EXPORTS = 20         # export folders kept in the temp directory
 
 
 def export_files(trace: Trace, figures: dict[str, go.Figure], directory: Path) -> list[Path]:
@@ -37,3 +40,10 @@ def figures_page(trace: Trace, figures: dict[str, go.Figure]) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
             f"<body style='font-family:sans-serif;max-width:1400px;margin:auto'><h1>{title}</h1>"
             f"<p>Prompt: <code>{escape(trace.prompt.text)}</code></p>{''.join(parts)}</body></html>")
+
+
+def prune_exports(root: Path, keep: int = KEEP_EXPORTS) -> None:
+    """Delete all but the newest `keep` export folders (Gradio has copied older ones to its cache)."""
+    folders = sorted(root.glob("specviz-export-*"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for folder in folders[keep:]:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -9,7 +9,6 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 from __future__ import annotations
 
 import logging
-import shutil
 import tempfile
 import threading
 import time
@@ -21,21 +20,20 @@ import gradio as gr
 from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError
 from specviz.controls import Controls
 from specviz.exactness import exactness_note
-from specviz.export import export_files
+from specviz.export import export_files, prune_exports
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.policy import Policy
 from specviz.replay import first_steps
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
-from specviz.stop import StopSignals
+from specviz.stop import StopSignals, session_key
 from specviz.style import FigureStyle
 from specviz.views import Views, render
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
-KEEP_EXPORTS = 20         # export folders kept in the temp directory
 
 
 class Handlers:
@@ -64,7 +62,7 @@ class Handlers:
                                         top_k, max_new_tokens, seed, draft_dtype, target_dtype, with_baseline),
                                self.policy)
         style = FigureStyle.for_screen(large, width)
-        session = _session(request)
+        session = session_key(request)
         stop = self.stops.open(session)
         try:
             progress(0.0, desc=f"Loading {run_request.models.label}…")
@@ -91,7 +89,7 @@ class Handlers:
 
     def stop(self, request: gr.Request = None) -> None:
         """Ask this session's run to stop after the step in progress."""
-        self.stops.request_stop(_session(request))
+        self.stops.request_stop(session_key(request))
 
     def _stream(self, generation: Generation, style: FigureStyle, stop: threading.Event) -> Iterator[Outputs]:
         last_yield, render_s = 0.0, 0.0
@@ -130,7 +128,7 @@ class Handlers:
         if trace is None or not trace.steps:
             raise gr.Error("There is no recorded trace to replay: run a generation or load a trace first.")
         style = FigureStyle.for_screen(large, width)
-        session = _session(request)
+        session = session_key(request)
         stop = self.stops.open(session)
         try:
             for count in range(1, len(trace.steps) + 1):
@@ -215,7 +213,7 @@ class Handlers:
         figures = {"timeline": views.timeline, "kv-cache": views.kv_cache, "per-step": views.per_step,
                    "positions": views.positions, "histogram": views.histogram}
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
-        _prune_exports(directory.parent)
+        prune_exports(directory.parent)
         return [str(path) for path in export_files(trace, figures, directory)]
 
 
@@ -251,18 +249,6 @@ def _custom_help(policy: Policy) -> str:
         return ("Type a draft and a target from this server's list (hosted mode, no local paths): "
                 f"{', '.join(sorted(policy.allowed_models))}. They must share a vocabulary.")
     return "Type a draft and a target: hub id, local folder, or .gguf path. They must share a vocabulary."
-
-
-def _prune_exports(root: Path, keep: int = KEEP_EXPORTS) -> None:
-    """Delete all but the newest `keep` export folders (Gradio has copied older ones to its cache)."""
-    folders = sorted(root.glob("specviz-export-*"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for folder in folders[keep:]:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _session(request: gr.Request | None) -> str:
-    """The browser session a request belongs to (API calls without one share a key)."""
-    return getattr(request, "session_hash", None) or "no-session"
 
 
 def _partial(generation: Generation) -> Trace | None:

@@ -16,9 +16,9 @@ import gradio as gr
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace
 from specviz.controls import MAX_PROMPT_CHARS
-from specviz.handlers import _session
+from specviz.stop import session_key
 from specviz.lab_view import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
-from specviz.model_picker import choose_models
+from specviz.controls import choose_models
 from specviz.policy import Policy
 from specviz.runner import RunnerError, Runner, RunRequest
 from specviz.stop import StopSignals
@@ -45,7 +45,7 @@ class LabHandlers:
         """Record every stage for `prompt` (D first, checked against target-only), showing stage `key`."""
         base_request = _request(preset, draft, target, prompt, k, max_new_tokens, self.policy)
         style = FigureStyle.for_screen(large, width)
-        session = _session(request)
+        session = session_key(request)
         stop = self.stops.open(session)
         live = LabSet({}, base_request.models.label)
         try:
@@ -76,7 +76,7 @@ class LabHandlers:
             self.stops.close(session, stop)
 
     def stop(self, request: gr.Request = None) -> None:
-        self.stops.request_stop(_session(request))
+        self.stops.request_stop(session_key(request))
 
     def _record(self, request: RunRequest, stop: threading.Event, progress: gr.Progress) -> Trace:
         try:

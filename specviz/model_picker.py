@@ -6,9 +6,8 @@ from typing import Any
 
 import gradio as gr
 
-from engine.config import ConfigError
 from specviz.policy import Policy
-from specviz.runner import CUSTOM, ModelChoice, Runner
+from specviz.runner import CUSTOM, Runner
 
 
 def custom_note(policy: Policy) -> str:
@@ -47,17 +46,3 @@ def picker_changed(runner: Runner, policy: Policy, preset: str, with_drafter: bo
     if with_drafter:
         updates += (gr.update(value=info.default_drafter) if info else gr.update(),)
     return updates
-
-
-def choose_models(preset: str, draft: str, target: str, drafter: str = "model") -> ModelChoice:
-    """The pair to load (float32 both: exact greedy identity); ConfigError with one sentence otherwise."""
-    if preset != CUSTOM:
-        if not preset:
-            raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")
-        return ModelChoice(preset=preset)
-    draft, target = (draft or "").strip(), (target or "").strip()
-    if not target:
-        raise ConfigError("Enter a target model for the custom pair (hub id, local folder or .gguf path).")
-    if not draft and drafter == "model":
-        raise ConfigError("Enter a draft model for the custom pair, or use the n-gram drafter.")
-    return ModelChoice(draft=draft, target=target)

@@ -39,3 +39,8 @@ class StopSignals:
     def num_running(self) -> int:
         with self._lock:
             return len(self._events)
+
+
+def session_key(request: object | None) -> str:
+    """The browser session a request belongs to (API calls without one share a key)."""
+    return getattr(request, "session_hash", None) or "no-session"

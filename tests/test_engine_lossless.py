@@ -4,7 +4,6 @@ vocabulary), for a draft model that differs from the target and for n-gram looku
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest

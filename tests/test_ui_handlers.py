@@ -244,13 +244,13 @@ def test_first_steps_is_a_consistent_prefix():
 
 
 def test_old_export_folders_are_pruned(tmp_path):
-    from specviz.handlers import _prune_exports
+    from specviz.export import prune_exports
     for i in range(5):
         folder = tmp_path / f"specviz-export-{i}"
         folder.mkdir()
         os.utime(folder, (i, i))
     (tmp_path / "unrelated").mkdir()
-    _prune_exports(tmp_path, keep=2)
+    prune_exports(tmp_path, keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["specviz-export-3", "specviz-export-4", "unrelated"]
 
 
