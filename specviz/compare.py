@@ -6,8 +6,6 @@ target forwards visibly ends sooner; a table sets their metrics against each oth
 
 from __future__ import annotations
 
-import logging
-import threading
 from dataclasses import dataclass
 from html import escape
 from typing import Any, Iterator
@@ -22,13 +20,13 @@ from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.stop import session_key
 from specviz.controls import choose_models
+from specviz.recording import record_run
 from specviz.policy import Policy
-from specviz.runner import Generation, RunnerError, Runner, RunRequest
+from specviz.runner import Runner, RunRequest
 from specviz.stop import StopSignals
 from specviz.style import FigureStyle
 from specviz.tokens import percent
 
-LOG = logging.getLogger(__name__)
 SIDES = ("A", "B")
 PRESETS = {   # button label -> (A, B) as (k, temperature, drafter)
     "draft model vs n-gram": ((5, 0.0, "model"), (5, 0.0, "ngram")),
@@ -161,7 +159,8 @@ class CompareHandlers:
                 if stop.is_set():
                     break
                 yield compare_outputs(comparison, f"Running {name} ({sides[name].label})…", style)
-                trace = self._run(name, requests[name], stop)
+                trace = record_run(self.runner, requests[name], stop, lambda fraction, message: None,
+                                   f"Could not run {name}", f"Run {name} failed")
                 comparison = Comparison(sides, {**comparison.traces, name: trace})
             done = "Stopped: the finished runs are kept." if stop.is_set() else "Done: A and B side by side."
             yield compare_outputs(comparison, done, style)
@@ -179,18 +178,6 @@ class CompareHandlers:
         """The six side widgets set to a named pair of settings."""
         a, b = PRESETS[name]
         return (*a, *b)
-
-    def _run(self, name: str, request: RunRequest, stop: threading.Event) -> Trace:
-        try:
-            generation: Generation = self.runner.start(request, progress=lambda fraction, message: None)
-            while not generation.is_done and not stop.is_set():
-                generation.step()
-            return generation.trace()
-        except (RunnerError, ValueError) as error:
-            raise gr.Error(f"Could not run {name}: {error}") from None
-        except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
-            LOG.exception("a comparison run failed")
-            raise gr.Error(f"Run {name} failed: {type(error).__name__}: {error}") from None
 
 
 def _side(k: Any, temperature: Any, drafter: str) -> Side:

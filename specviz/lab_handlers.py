@@ -8,7 +8,6 @@ generator so Stop ends it between steps (finished stages stay).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Iterator
 
 import gradio as gr
@@ -19,8 +18,9 @@ from specviz.controls import MAX_PROMPT_CHARS
 from specviz.stop import session_key
 from specviz.lab_view import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
 from specviz.controls import choose_models
+from specviz.recording import record_run
 from specviz.policy import Policy
-from specviz.runner import RunnerError, Runner, RunRequest
+from specviz.runner import Runner, RunRequest
 from specviz.stop import StopSignals
 from specviz.style import FigureStyle
 
@@ -57,7 +57,9 @@ class LabHandlers:
                                   f"Recording {number} of {len(RUN_ORDER)}: {title}…")
                 stage_request = RunRequest(base_request.models, base_request.prompt,
                                            choice(stage).apply(base_request.config))
-                trace = self._record(stage_request, stop, progress)
+                trace = record_run(self.runner, stage_request, stop,
+                                   lambda fraction, message: progress(fraction, desc=message),
+                                   "Could not run the lab", "The lab run failed")
                 checked = live.checked
                 if stage == REFERENCE and not stop.is_set():
                     yield render_lab(LabSet({stage: trace}, live.source), key,
@@ -77,18 +79,6 @@ class LabHandlers:
 
     def stop(self, request: gr.Request = None) -> None:
         self.stops.request_stop(session_key(request))
-
-    def _record(self, request: RunRequest, stop: threading.Event, progress: gr.Progress) -> Trace:
-        try:
-            generation = self.runner.start(request, progress=lambda fraction, message: progress(fraction, desc=message))
-            while not generation.is_done and not stop.is_set():
-                generation.step()
-            return generation.trace()
-        except (RunnerError, ValueError) as error:
-            raise gr.Error(f"Could not run the lab: {error}") from None
-        except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
-            LOG.exception("a lab run failed")
-            raise gr.Error(f"The lab run failed: {type(error).__name__}: {error}") from None
 
     def _baseline(self, request: RunRequest, trace: Trace) -> Trace:
         try:
