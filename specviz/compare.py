@@ -15,11 +15,10 @@ import plotly.graph_objects as go
 
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace
-from specviz.controls import MAX_PROMPT_CHARS
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.stop import session_key
-from specviz.controls import choose_models
+from specviz.controls import checked_prompt, choose_models
 from specviz.recording import record_run
 from specviz.policy import Policy
 from specviz.runner import Runner, RunRequest
@@ -189,12 +188,8 @@ def _side(k: Any, temperature: Any, drafter: str) -> Side:
 
 def _request(preset: str, draft: str, target: str, prompt: str, max_new_tokens: Any, seed: Any, side: Side,
              policy: Policy) -> RunRequest:
-    text = (prompt or "").strip()
     try:
-        if not text:
-            raise ConfigError("The prompt is empty: type one or pick an example.")
-        if len(text) > MAX_PROMPT_CHARS:
-            raise ConfigError(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        text = checked_prompt(prompt)
         config = SpecConfig(k=side.k, temperature=side.temperature, drafter=side.drafter,
                             max_new_tokens=int(max_new_tokens), seed=int(seed or 0))
         request = RunRequest(choose_models(preset, draft, target, side.drafter), text, config)

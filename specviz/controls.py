@@ -39,11 +39,7 @@ class Controls:
     def to_request(self, policy: Policy = Policy()) -> RunRequest:
         """Check every value, whatever its type (API callers send any JSON); raises ConfigError
         with one readable sentence on bad input, or when `policy` (this server's limits) refuses it."""
-        prompt = _text(self.prompt, "the prompt").strip()
-        if not prompt:
-            raise ConfigError("The prompt is empty: type one or pick an example.")
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise ConfigError(f"The prompt is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        prompt = checked_prompt(_text(self.prompt, "the prompt"))
         k, max_new_tokens = _whole(self.k, "k"), _whole(self.max_new_tokens, "max new tokens")
         temperature = _real(self.temperature, "temperature")
         policy.check_ranges(k, max_new_tokens, temperature)          # the page's ranges, named in the message
@@ -64,6 +60,16 @@ class Controls:
                 raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(DTYPES)}, got {dtype!r}")
         return choose_models(_text(self.preset, "the preset"), _text(self.draft, "the draft model"),
                              _text(self.target, "the target model"), self.drafter, **dtypes)
+
+
+def checked_prompt(prompt: str | None) -> str:
+    """The prompt without surrounding blanks; ConfigError when it is empty or too long."""
+    text = (prompt or "").strip()
+    if not text:
+        raise ConfigError("The prompt is empty: type one or pick an example.")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise ConfigError(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+    return text
 
 
 def choose_models(preset: str, draft: str, target: str, drafter: str = "model", draft_dtype: str = "float32",

@@ -14,10 +14,9 @@ import gradio as gr
 
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace
-from specviz.controls import MAX_PROMPT_CHARS
 from specviz.stop import session_key
 from specviz.lab_view import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
-from specviz.controls import choose_models
+from specviz.controls import checked_prompt, choose_models
 from specviz.recording import record_run
 from specviz.policy import Policy
 from specviz.runner import Runner, RunRequest
@@ -96,12 +95,8 @@ def status_only(lab: LabSet | None, status: str) -> Outputs:
 def _request(preset: str, draft: str, target: str, prompt: str, k: Any, max_new_tokens: Any,
              policy: Policy) -> RunRequest:
     """Greedy, float32, the draft model drafting: the setting in which D must equal target-only."""
-    text = (prompt or "").strip()
     try:
-        if not text:
-            raise ConfigError("The prompt is empty: type one or pick an example.")
-        if len(text) > MAX_PROMPT_CHARS:
-            raise ConfigError(f"The prompt is {len(text)} characters; the limit is {MAX_PROMPT_CHARS}.")
+        text = checked_prompt(prompt)
         tokens = int(max_new_tokens)
         if not 1 <= tokens <= MAX_LAB_TOKENS:
             raise ConfigError(f"max new tokens must be from 1 to {MAX_LAB_TOKENS} in the lab, got {tokens}.")
