@@ -7,6 +7,14 @@ Every configuration runs every prompt `--repeats` times; the median wall time pe
 (configuration, prompt) is kept and tokens/s are summed over prompts. Ratios, not
 absolute times, are the figures of merit. Writes bench-results.json and prints a
 markdown table. `--quick` uses tiny-random and finishes in about a minute.
+
+Three pairs load once: the plain float32 pair (what transformers' generate() gets,
+and the reference for every speedup: target-only decoding on the plain float32
+target), the same with a bfloat16 draft, and SpecViz's fast pair (int8 draft,
+oneDNN-prepacked float32 target, engine/cpu_kernels.py) at several k and with
+adaptive k. Theory: E(a, k) / (k c + 1) with a the mean per-position overlap
+sum_x min(p, q), k the mean draft length and c = draft ms per token / target-only
+ms per token; "verify cost" is a verify forward over one target-only step.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ class Row:
     accepted: int = 0
     steps: int = 0
     alpha: list[float] = field(default_factory=list)
-    cost: list[float] = field(default_factory=list)
+    draft_ms: float = 0.0                 # summed over steps, for the cost ratio c
+    verify_ms: float = 0.0
     k: int = 0
     identical: bool | None = None
     per_prompt: dict[str, tuple[int, float]] = field(default_factory=dict)   # name -> (tokens, wall_s)
@@ -107,8 +116,8 @@ def bench_engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeat
         row.accepted += summary.accepted
         row.steps += summary.steps
         row.alpha += [v for step in trace.steps for v in step.overlap]
-        if summary.cost_ratio is not None:
-            row.cost.append(summary.cost_ratio)
+        row.draft_ms += sum(step.timing.draft for step in trace.steps)
+        row.verify_ms += sum(step.timing.verify for step in trace.steps)
         if reference is not None:
             identical &= trace.output.token_ids == reference[prompt]
     row.k = config.k
@@ -141,21 +150,30 @@ def bench_hf(row: Row, pair: ModelPair, config: SpecConfig, repeats: int, assist
     return outputs
 
 
-def theory(row: Row) -> float | None:
-    if not row.alpha or not row.cost or not row.drafted:
+def target_step_ms(target: Row) -> float:
+    """Milliseconds per token of target-only decoding: one target step."""
+    return 1000 * target.wall_s / target.tokens
+
+
+def theory(row: Row, target: Row) -> float | None:
+    """E(a, k) / (k c + 1) for the row's measured a, mean k and c (draft ms per token over a target step)."""
+    if not row.alpha or not row.drafted or not target.tokens:
         return None
     alpha = min(statistics.fmean(row.alpha), 0.999999)
-    k = row.drafted / row.steps
-    return expected_speedup(alpha, round(k), statistics.fmean(row.cost))
+    cost_ratio = row.draft_ms / row.drafted / target_step_ms(target)
+    return expected_speedup(alpha, max(1, round(row.drafted / row.steps)), cost_ratio)
 
 
 def run(args: argparse.Namespace) -> dict:
     preset = "tiny-random" if args.quick else args.preset
-    pair = load_pair(preset, draft_dtype="float32", target_dtype="float32")
-    fast_pair = load_pair(preset, draft_dtype="bfloat16", target_dtype="float32")
-    for warm in (pair, fast_pair):       # first forwards pay for allocation and lazy init: not measured
+    pair = load_pair(preset, draft_dtype="float32", target_dtype="float32", prepack=False)
+    bf16_pair = load_pair(preset, draft_dtype="bfloat16", target_dtype="float32", prepack=False)
+    fast_pair = load_pair(preset, draft_dtype="int8", target_dtype="float32")      # prepacked target
+    for warm in (pair, bf16_pair, fast_pair):   # first forwards pay for allocation and lazy init: not measured
         SpeculativeEngine(warm).generate("warm up", SpecConfig(k=4, max_new_tokens=8))
-        hf_generate(warm, warm.encode_prompt("warm up"), SpecConfig(k=4, max_new_tokens=8), "same-k")
+        if warm is not fast_pair:
+            hf_generate(warm, warm.encode_prompt("warm up"), SpecConfig(k=4, max_new_tokens=8), "same-k")
+    fast_name = "SpecViz fast: int8 draft, prepacked fp32 target"
     rows: list[Row] = []
     for temperature in args.temperatures:
         base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
@@ -170,19 +188,22 @@ def run(args: argparse.Namespace) -> dict:
         hf_row = Row("target-only (transformers generate)", temperature)
         bench_hf(hf_row, pair, base, args.repeats, None, check)
         rows.append(hf_row)
-        for assisted in ("same-k", "defaults"):
-            log(f"assisted {assisted}")
-            row = Row(f"transformers assisted, {'k=%d' % args.k if assisted == 'same-k' else 'its defaults'}", temperature)
-            bench_hf(row, pair, base, args.repeats, assisted, check)
+        for label, hf_pair, assisted in ((f"transformers assisted, k={args.k}", pair, "same-k"),
+                                         ("transformers assisted, its defaults", pair, "defaults"),
+                                         (f"transformers assisted, bf16 draft, k={args.k}", bf16_pair, "same-k")):
+            log(label)
+            row = Row(label, temperature)
+            bench_hf(row, hf_pair, base, args.repeats, assisted, check)
             rows.append(row)
         engines = [
-            ("SpecViz, recorder on", SpeculativeEngine(pair), base),
-            ("SpecViz, recorder off", SpeculativeEngine(pair, detailed_trace=False), base),
+            (f"SpecViz, recorder on, k={args.k}", SpeculativeEngine(pair), base),
+            (f"SpecViz, recorder off, k={args.k}", SpeculativeEngine(pair, detailed_trace=False), base),
             ("SpecViz, adaptive k", SpeculativeEngine(pair), base.replace(adaptive_k=True)),
             ("SpecViz, n-gram drafter", SpeculativeEngine(pair), base.replace(drafter="ngram")),
-            ("SpecViz, bf16 draft + fp32 target", SpeculativeEngine(fast_pair), base),
-            ("SpecViz, bf16 draft + adaptive k", SpeculativeEngine(fast_pair), base.replace(adaptive_k=True)),
+            (f"SpecViz, bf16 draft, k={args.k}", SpeculativeEngine(bf16_pair), base),
         ]
+        engines += [(f"{fast_name}, k={k}", SpeculativeEngine(fast_pair), base.replace(k=k)) for k in args.fast_ks]
+        engines.append((f"{fast_name}, adaptive k", SpeculativeEngine(fast_pair), base.replace(adaptive_k=True)))
         for name, engine, config in engines:
             log(name)
             row = Row(name, temperature)
@@ -195,9 +216,11 @@ def run(args: argparse.Namespace) -> dict:
 
 def table_row(row: Row, rows: list[Row]) -> dict:
     same = [r for r in rows if r.temperature == row.temperature]
-    target = same[0].tokens_per_s             # SpecViz's own target-only loop
-    assisted = next(r.tokens_per_s for r in same if "assisted, k=" in r.name)
-    predicted = theory(row)
+    target_row = same[0]                      # SpecViz's own target-only loop on the plain float32 target
+    target = target_row.tokens_per_s
+    assisted = next(r.tokens_per_s for r in same if r.name.startswith("transformers assisted, k="))
+    predicted = theory(row, target_row)
+    verify_cost = row.verify_ms / row.steps / target_step_ms(target_row) if row.steps and target_row.tokens else None
     speedup = row.tokens_per_s / target if target else None
     code_target = same[0].prompt_tokens_per_s("code")
     code_speedup = row.prompt_tokens_per_s("code") / code_target if code_target else None
@@ -209,6 +232,7 @@ def table_row(row: Row, rows: list[Row]) -> dict:
             "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
             "theoretical_speedup": round(predicted, 3) if predicted else None,
             "measured_over_theory": round(speedup / predicted, 3) if predicted and speedup else None,
+            "verify_cost": round(verify_cost, 3) if verify_cost else None,
             "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
 
 
@@ -217,18 +241,18 @@ def machine() -> str:
 
 
 def markdown(results: dict) -> str:
-    def cell(value, fmt="{:.2f}"):
-        return "-" if value is None else ("yes" if value is True else "no" if value is False else fmt.format(value))
+    def cell(value, fmt="{:.2f}", suffix=""):
+        return "-" if value is None else ("yes" if value is True else "no" if value is False else fmt.format(value) + suffix)
     lines = [f"Preset `{results['preset']}`, k={results['k']}, {results['max_new_tokens']} new tokens, "
              f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
              "| configuration | T | tok/s | speedup vs target-only | on the code prompt | vs assisted (same k) | "
-             "acceptance | tokens/step | theory speedup | measured/theory | identical |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "acceptance | tokens/step | theory speedup | measured/theory | verify cost | identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         lines.append(f"| {r['name']} | {r['temperature']:g} | {cell(r['tokens_per_s'], '{:.1f}')} | "
-                     f"{cell(r['speedup'])}x | {cell(r['code_speedup'])}x | {cell(r['vs_assisted'])}x | {cell(r['acceptance_rate'], '{:.0%}')} | "
-                     f"{cell(r['mean_accepted_length'])} | {cell(r['theoretical_speedup'])}x | "
-                     f"{cell(r['measured_over_theory'])} | {cell(r['identical'])} |")
+                     f"{cell(r['speedup'], suffix='x')} | {cell(r['code_speedup'], suffix='x')} | {cell(r['vs_assisted'], suffix='x')} | {cell(r['acceptance_rate'], '{:.0%}')} | "
+                     f"{cell(r['mean_accepted_length'])} | {cell(r['theoretical_speedup'], suffix='x')} | "
+                     f"{cell(r['measured_over_theory'])} | {cell(r.get('verify_cost'))} | {cell(r['identical'])} |")
     return "\n".join(lines)
 
 
@@ -240,6 +264,7 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperatures", default="0,0.7", help="comma-separated; 0 is greedy")
+    parser.add_argument("--fast-ks", default="3,5,8", help="comma-separated constant k for the fast pair")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -248,6 +273,10 @@ def main() -> int:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
+    try:
+        args.fast_ks = [int(k) for k in args.fast_ks.split(",")]
+    except ValueError:
+        parser.error(f"--fast-ks must be comma-separated whole numbers, got {args.fast_ks!r}")
     try:
         results = run(args)
     except ValueError as error:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from engine.config import DRAFTERS, DTYPES, DEVICES, CUTOFF_MODES, ConfigError, SpecConfig
+from engine.config import DRAFT_DTYPES, DRAFTERS, DTYPES, DEVICES, CUTOFF_MODES, ConfigError, SpecConfig
 from engine.presets import DEFAULT_PRESET, PRESETS
 from engine.report import format_summary
 from engine.sweep_cli import command_sweep
@@ -56,14 +56,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", help="draft model: hub id, local directory or .gguf file (or 'ngram')")
     parser.add_argument("--target", help="target model: hub id, local directory or .gguf file")
     parser.add_argument("--device", choices=DEVICES, default="auto")
-    parser.add_argument("--draft-dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--draft-dtype", choices=DRAFT_DTYPES, default="auto",
+                        help="auto (default): int8 on a CPU, bfloat16 on CUDA; the output never depends on it")
     parser.add_argument("--target-dtype", choices=DTYPES, default="float32")
 
 
 def add_generation_options(parser: argparse.ArgumentParser) -> None:
     defaults = SpecConfig()
     parser.add_argument("--k", type=int, default=defaults.k, help="draft tokens per step (1-32)")
-    parser.add_argument("--adaptive-k", action="store_true", help="+2 after a full accept, -1 otherwise")
+    parser.add_argument("--adaptive-k", action="store_true", help="choose each step's k in [1, 2k] from measured acceptance and costs")
     parser.add_argument("--confidence-threshold", type=float, default=0.0,
                         help="stop drafting when the draft's probability falls below this")
     parser.add_argument("--temperature", type=float, default=defaults.temperature, help="0 = greedy")

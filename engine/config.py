@@ -13,6 +13,9 @@ from typing import Any
 
 DRAFTERS = ("model", "ngram")
 DTYPES = ("float32", "bfloat16", "float16")
+# int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
+# on CUDA). The target decides every token, so a draft dtype never changes the output.
+DRAFT_DTYPES = ("auto",) + DTYPES + ("int8",)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CUTOFF_MODES = ("truncate", "none", "zero_fill")
 MAX_K = 32
@@ -27,14 +30,14 @@ class SpecConfig:
     """Settings of one generation. Model names and dtypes are filled in from the
     loaded pair when the engine starts, so the trace says what really ran."""
 
-    k: int = 4                       # draft tokens proposed per step (the maximum when adaptive)
+    k: int = 4                       # draft tokens proposed per step (the first step's k when adaptive)
     temperature: float = 0.0         # 0 = greedy verification
     top_p: float = 1.0               # nucleus mass kept, in (0, 1]
     top_k: int = 0                   # 0 = no top-k filter
     max_new_tokens: int = 64         # exactly this many new tokens unless EOS comes first
     seed: int = 0                    # seeds every random draw of the run
     drafter: str = "model"           # "model" (draft LM) or "ngram" (prompt lookup)
-    adaptive_k: bool = False         # transformers' heuristic: +2 after a full accept, -1 otherwise
+    adaptive_k: bool = False         # pick each step's k in [1, 2k] for the most tokens per second (engine/adaptive.py)
     confidence_threshold: float = 0.0  # stop drafting once the draft's top prob falls below (0 = off)
     ngram_min: int = 1               # prompt lookup: shortest suffix n-gram to match
     ngram_max: int = 3               # prompt lookup: longest suffix n-gram to match

@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from engine.config import SpecConfig
+from engine.adaptive import AdaptiveDraftLength
+from engine.config import MAX_K, SpecConfig
 from engine.drafters import Drafter, ModelDrafter, NgramDrafter, Proposal
 from engine.kv import KVCache
 from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
@@ -41,7 +42,7 @@ class Generation:
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
-        self.next_k = config.k
+        self.adaptive = AdaptiveDraftLength(config.k, min(2 * config.k, MAX_K)) if config.adaptive_k else None
         self.is_done = False
         self.elapsed_s = 0.0
 
@@ -57,11 +58,14 @@ class Generation:
         with torch.inference_mode():
             context_len = len(self.committed)
             proposal = self.drafter.propose(self.committed, self._draft_length())            # 1. draft
+            verify_rows = len(self.committed) - self.target.num_committed + len(proposal.token_ids)
             target_logits, target_probs, kv_before, kv_forward, verify_ms = self._verify(proposal)   # 2. verify
             acceptance = self._accept(proposal, target_logits, target_probs)                 # 3. accept
             kv_target, kv_draft = self._cutoff(proposal, acceptance, kv_before, kv_forward)  # 4. cutoff
             emitted, eos = self._emit(proposal, acceptance)                                  # 5. emit
-            self._adapt_draft_length(len(proposal.token_ids), acceptance.num_accepted)
+            if self.adaptive is not None:
+                self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
+                                      verify_ms, verify_rows)
             total_ms = (time.perf_counter() - started) * 1000
             record = self.recorder.record(StepData(
                 index=len(self.records), context_len=context_len, proposal=proposal, target_probs=target_probs,
@@ -97,7 +101,8 @@ class Generation:
         """The k for this step: adaptive or fixed, never past the token budget or the context."""
         remaining = self.config.max_new_tokens - self.num_new_tokens
         room = self.pair.max_context - len(self.committed) - 1
-        return max(0, min(self.next_k, remaining - 1, room))
+        k = self.adaptive.k if self.adaptive is not None else self.config.k
+        return max(0, min(k, remaining - 1, room))
 
     def _verify(self, proposal: Proposal):
         """One target forward over its pending tokens and the drafts: k+1 distributions."""
@@ -141,10 +146,3 @@ class Generation:
         self.committed.extend(token.id for token in emitted)
         self.is_done = eos or self.num_new_tokens >= self.config.max_new_tokens
         return emitted, eos
-
-    def _adapt_draft_length(self, k: int, num_accepted: int) -> None:
-        """transformers' heuristic: +2 after a fully accepted step, -1 otherwise, within [1, 2k]."""
-        if not self.config.adaptive_k or k == 0:
-            return
-        step = 2 if num_accepted == k else -1
-        self.next_k = max(1, min(2 * self.config.k, 32, self.next_k + step))

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from engine.config import DTYPES
+from engine.config import DRAFT_DTYPES, DTYPES
+from engine.cpu_kernels import prepack_linear_layers, quantize_int8
 from engine.gguf_cache import cache_root, converted_embedded, converted_file, first_line
 from engine.hub import hub_access, is_hub_id
 from engine.pair import ModelLoadError, ModelPair
@@ -45,16 +46,25 @@ class _Source:
 
 def load_pair(preset: str | None = None, *, draft: str | None = None, target: str | None = None,
               device: str = "auto", draft_dtype: str = "float32", target_dtype: str = "float32",
-              cache_dir: str | None = None, progress: Progress | None = None) -> ModelPair:
+              cache_dir: str | None = None, progress: Progress | None = None, prepack: bool = True) -> ModelPair:
     """Load a draft/target pair: a preset (default qwen-coder), or explicit references that
     override the preset's sides. `draft="ngram"` loads no draft model. `cache_dir` is the
-    converted-weight cache (default $SPECVIZ_CACHE, else ~/.cache/specviz)."""
+    converted-weight cache (default $SPECVIZ_CACHE, else ~/.cache/specviz).
+
+    On the CPU, `prepack` reorders the target's (and a bfloat16 draft's) linear weights
+    for oneDNN so that verifying k + 1 tokens costs about one decoding step
+    (engine/cpu_kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers."""
     report = progress or (lambda fraction, message: None)
     torch_device = resolve_device(device)
+    draft_dtype = resolve_draft_dtype(draft_dtype, torch_device)
     draft_torch_dtype, target_torch_dtype = _dtype(draft_dtype, "draft"), _dtype(target_dtype, "target")
+    if draft_dtype == "int8" and torch_device.type != "cpu":
+        raise ModelLoadError(f"an int8 draft runs on the CPU only, but the device is {torch_device.type}: "
+                             "choose a bfloat16 or float16 draft there")
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
-        return _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
+        pair = _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
+        return _speed_up(pair, draft_dtype, prepack, report)
 
     root = cache_root(cache_dir)
     # 1. Resolve: local folder (GGUF converted on first use, then cached) or Hub id.
@@ -72,11 +82,13 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
         draft_model = _load_model(draft_source, "draft", draft_torch_dtype, torch_device)
     report(0.87, f"loading target {target_ref} ({target_dtype})")
     target_model = _load_model(target_source, "target", target_torch_dtype, torch_device)
-    report(1.0, "models ready")
-    return ModelPair(target=target_model, draft=draft_model, tokenizer=tokenizer, target_name=target_ref,
+    pair = ModelPair(target=target_model, draft=draft_model, tokenizer=tokenizer, target_name=target_ref,
                      draft_name=draft_ref or NGRAM, device=torch_device, target_dtype=target_dtype,
                      draft_dtype=draft_dtype if draft_model is not None else "", preset=preset_name,
                      default_drafter=default_drafter)
+    pair = _speed_up(pair, draft_dtype, prepack, report)
+    report(1.0, "models ready")
+    return pair
 
 
 def check_same_vocabulary(draft_tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase) -> None:
@@ -109,10 +121,34 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def resolve_draft_dtype(name: str, device: torch.device) -> str:
+    """"auto" -> the fastest draft for the device: int8 on a CPU, bfloat16 on CUDA, float32 elsewhere."""
+    if name != "auto":
+        return name
+    return {"cpu": "int8", "cuda": "bfloat16"}.get(device.type, "float32")
+
+
 def _dtype(name: str, role: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise ModelLoadError(f"{role} dtype must be one of {', '.join(DTYPES)}, got {name!r}")
-    return getattr(torch, name)
+    """The dtype the weights load in; an int8 draft loads in float32 and is quantized after."""
+    allowed = DRAFT_DTYPES if role == "draft" else DTYPES       # a draft's "auto" is resolved before this
+    if name not in allowed:
+        raise ModelLoadError(f"{role} dtype must be one of {', '.join(allowed)}, got {name!r}")
+    return torch.float32 if name == "int8" else getattr(torch, name)
+
+
+def _speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress) -> ModelPair:
+    """CPU kernels (engine/cpu_kernels.py): quantize an int8 draft; prepack the target, whose
+    forwards verify several tokens at once, and a bfloat16 draft (faster even one token at a time)."""
+    if pair.draft is not None and draft_dtype == "int8":
+        report(0.92, "quantizing the draft to int8")
+        quantize_int8(pair.draft)
+        pair.draft_dtype = "int8"
+    if prepack and pair.device.type == "cpu":
+        report(0.95, "prepacking weights for fast verification")
+        pair.prepacked = prepack_linear_layers(pair.target) > 0
+        if pair.draft is not None and draft_dtype == "bfloat16":
+            prepack_linear_layers(pair.draft)
+    return pair
 
 
 def _blank_to_none(reference: str | None) -> str | None:

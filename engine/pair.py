@@ -33,9 +33,10 @@ class ModelPair:
     draft_name: str                       # "ngram" when draft is None
     device: "torch.device"
     target_dtype: str                     # "float32" | "bfloat16" | "float16"
-    draft_dtype: str                      # "" when draft is None
+    draft_dtype: str                      # the same, or "int8" (quantized draft); "" when draft is None
     preset: str | None                    # preset name, None for custom pairs
     default_drafter: str                  # "model" | "ngram"
+    prepacked: bool = False               # the target's linear layers hold oneDNN-prepacked weights (CPU)
     _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -96,6 +97,8 @@ class ModelPair:
 
 def _logit_width(model: "PreTrainedModel") -> int:
     head = model.get_output_embeddings()
+    if head is not None and isinstance(getattr(head, "out_features", None), int):   # plain, prepacked or int8 linear
+        return head.out_features
     if head is not None and getattr(head, "weight", None) is not None:
         return int(head.weight.shape[0])
     return int(model.config.vocab_size)

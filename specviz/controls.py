@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from engine.config import DTYPES, ConfigError, SpecConfig
+from engine.config import DRAFT_DTYPES, DTYPES, ConfigError, SpecConfig
 from specviz.policy import Policy
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
 
@@ -53,11 +53,11 @@ class Controls:
         return request
 
     def _models(self) -> ModelChoice:
-        dtypes = {"draft_dtype": _text(self.draft_dtype, "draft dtype") or "float32",
+        dtypes = {"draft_dtype": _text(self.draft_dtype, "draft dtype") or "auto",
                   "target_dtype": _text(self.target_dtype, "target dtype") or "float32"}
-        for name, dtype in dtypes.items():
-            if dtype not in DTYPES:
-                raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        for name, allowed in (("draft_dtype", DRAFT_DTYPES), ("target_dtype", DTYPES)):
+            if dtypes[name] not in allowed:
+                raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(allowed)}, got {dtypes[name]!r}")
         return choose_models(_text(self.preset, "the preset"), _text(self.draft, "the draft model"),
                              _text(self.target, "the target model"), self.drafter, **dtypes)
 

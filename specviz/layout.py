@@ -11,7 +11,7 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import DTYPES, SpecConfig
+from engine.config import DRAFT_DTYPES, DTYPES, SpecConfig
 from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_examples, load_lab_traces,
                             load_recorded_sweep)
 from specviz.controls import Controls
@@ -155,7 +155,8 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
         with gr.Row():
             c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
         with gr.Row():
-            c["draft_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="draft dtype", min_width=120)
+            c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
+                                           info="auto: int8 on a CPU, bfloat16 on a GPU; never changes the output")
             c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
                                             elem_id="sv-target-dtype")
     c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"],

@@ -180,6 +180,8 @@ def _fake_gguf(path: Path, architecture: str) -> Path:
     ({"draft": "distilgpt2"}, "a target model is needed"),
     ({"preset": "tiny-random", "device": "tpu"}, "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ({"preset": "tiny-random", "target_dtype": "float8"}, "target dtype must be one of float32, bfloat16, float16"),
+    ({"preset": "tiny-random", "target_dtype": "int8"}, "target dtype must be one of float32, bfloat16, float16"),
+    ({"preset": "tiny-random", "draft_dtype": "int4"}, "draft dtype must be one of auto, float32, bfloat16, float16, int8"),
     ({"preset": "tiny-random", "target": "gpt2"}, "tiny-random models only load together"),
 ])
 def test_bad_inputs_give_one_sentence(kwargs, message, tmp_path):
@@ -246,7 +248,7 @@ def test_user_gguf_is_converted_once_and_found_by_content(tmp_path, monkeypatch)
     assert pair.draft is None and pair.target_name == str(original) and len(pair.tokenizer) == 7
     renamed = tmp_path / "renamed copy.gguf"
     shutil.copy(original, renamed)
-    pair = load_pair(draft=str(renamed), target=str(original), cache_dir=str(tmp_path / "cache"))
+    pair = load_pair(draft=str(renamed), target=str(original), cache_dir=str(tmp_path / "cache"), prepack=False)
     assert converted == ["Model.gguf"] and _weights_equal(pair.draft, pair.target)
     assert [entry.name for entry in (tmp_path / "cache" / "gguf-v1").iterdir() if entry.is_dir()] == [
         f"{hashlib.sha256(original.read_bytes()).hexdigest()[:16]}-model"]

@@ -220,7 +220,8 @@ def test_the_same_config_and_seed_give_the_same_tokens_in_the_cli_and_the_ui(ser
     url, _, _ = server
     args = run_args(prompt="Same seed, same tokens", k=3, temperature=temperature, seed=11, top_k=20, top_p=0.9)
     out = tmp_path / "cli.json"
-    assert cli_main(["run", "--preset", "tiny-random", "--device", "cpu", "--prompt", args["prompt"], "--k", "3",
+    assert cli_main(["run", "--preset", "tiny-random", "--device", "cpu", "--draft-dtype", args["draft_dtype"],
+                     "--prompt", args["prompt"], "--k", "3",
                      "--temperature", str(temperature), "--top-k", "20", "--top-p", "0.9", "--seed", "11",
                      "--max-new-tokens", str(NEW_TOKENS), "--out", str(out)]) == 0
     capsys.readouterr()

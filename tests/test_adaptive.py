@@ -1,0 +1,69 @@
+"""The adaptive draft length controller (engine/adaptive.py) on scripted costs and verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.adaptive import AdaptiveDraftLength
+from engine.metrics import expected_tokens_per_step
+
+
+def feed(controller: AdaptiveDraftLength, steps: int, accept_all: bool, draft_ms: float, verify) -> list[int]:
+    """Run `steps` scripted steps; verify(rows) gives the verify time. Returns the k chosen after each."""
+    chosen = []
+    for _ in range(steps):
+        k = controller.k
+        accepted = k if accept_all else k // 2
+        chosen.append(controller.observe(k, accepted, draft_ms * k, verify(k + 1), k + 1))
+    return chosen
+
+
+def test_first_step_keeps_the_configured_k_until_costs_are_known():
+    controller = AdaptiveDraftLength(k=5, max_k=10)
+    assert controller.best_k() == 5
+
+
+def test_cheap_drafts_and_full_acceptance_grow_k_to_the_cap():
+    controller = AdaptiveDraftLength(k=2, max_k=10)
+    chosen = feed(controller, 12, accept_all=True, draft_ms=10, verify=lambda rows: 250)
+    assert chosen[-1] == 10
+    assert chosen == sorted(chosen)                     # it walks up as it learns that longer drafts cost nothing extra
+
+
+def test_expensive_drafts_and_poor_acceptance_settle_on_one_token():
+    controller = AdaptiveDraftLength(k=5, max_k=10)
+    for _ in range(8):                                  # every draft rejected at once
+        controller.observe(controller.k, 0, 250.0 * controller.k, 250.0, controller.k + 1)
+    assert controller.k == 1
+    assert controller.acceptance < 0.1
+
+
+def test_stepped_verify_costs_keep_k_inside_the_cheap_block():
+    # Verify costs one unit per three rows (stock fp32 GEMM on the reference CPU): with a
+    # draft at 0.4 of a target step and a = 0.8, k = 2 (3 rows) beats k = 3..5 (4..6 rows).
+    costs = {rows: 250.0 * ((rows + 2) // 3) for rows in range(2, 12)}
+    controller = AdaptiveDraftLength(k=2, max_k=10, verify_ms_by_rows=dict(costs), draft_ms_per_token=100.0)
+    controller.accepted, controller.reached = 8.0, 10.0
+    best = controller.best_k()
+
+    def rate(k: int) -> float:
+        return expected_tokens_per_step(0.8, k) / (100.0 * k + costs[k + 1])
+    assert best == max(range(1, 11), key=rate) == 2
+
+
+def test_unmeasured_verify_sizes_borrow_the_nearest_smaller_measurement():
+    controller = AdaptiveDraftLength(k=3, max_k=8, verify_ms_by_rows={3: 100.0, 6: 300.0})
+    assert controller.verify_ms(5) == 100.0
+    assert controller.verify_ms(9) == 300.0
+    assert controller.verify_ms(2) == 100.0              # nothing smaller: the smallest known
+
+
+@pytest.mark.parametrize("decay", [0.5, 0.9])
+def test_acceptance_estimate_follows_recent_steps(decay):
+    controller = AdaptiveDraftLength(k=4, max_k=8, decay=decay)
+    for _ in range(30):
+        controller.observe(4, 4, 40.0, 100.0, 5)
+    high = controller.acceptance
+    for _ in range(60):
+        controller.observe(4, 0, 40.0, 100.0, 5)
+    assert high > 0.9 and controller.acceptance < 0.1

@@ -1,0 +1,92 @@
+"""CPU kernels (engine/cpu_kernels.py): prepacked linears compute what nn.Linear does, an
+int8 draft and a prepacked target leave greedy output identical to the plain target's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from transformers import GenerationConfig
+
+from engine import SpecConfig, SpeculativeEngine, load_pair
+from engine.cpu_kernels import PackedLinear, can_prepack, packed_layer_count, prepack_linear_layers, quantize_int8
+from engine.tiny import build_tiny_pair
+
+PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding", "abcabcabc", "zz"]
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_packed_linear_matches_nn_linear_for_every_row_count(dtype, tolerance, bias):
+    torch.manual_seed(0)
+    linear = nn.Linear(96, 200, bias=bias).to(dtype)
+    packed = PackedLinear.from_linear(linear)
+    for rows in (1, 2, 3, 4, 6, 9, 17):
+        x = torch.randn(1, rows, 96, dtype=dtype)
+        expected, got = linear(x), packed(x)
+        assert got.shape == expected.shape == (1, rows, 200) and got.dtype == dtype
+        scale = expected.abs().max().item()
+        assert (got.float() - expected.float()).abs().max().item() <= tolerance * max(1.0, scale), rows
+
+
+def test_prepacking_swaps_every_linear_and_keeps_the_logits():
+    plain = build_tiny_pair(seed=3)
+    packed = build_tiny_pair(seed=3)
+    count = sum(type(m) is nn.Linear for m in packed.target.modules())
+    assert can_prepack(packed.target) and prepack_linear_layers(packed.target) == count > 0
+    assert packed_layer_count(packed.target) == count
+    assert not any(type(m) is nn.Linear for m in packed.target.modules())
+    ids = torch.tensor([plain.encode_prompt("the cat sat on the mat", raw=True)])
+    with torch.inference_mode():
+        expected, got = plain.target(input_ids=ids).logits, packed.target(input_ids=ids).logits
+    assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+    assert prepack_linear_layers(packed.target) == 0          # nothing left to pack
+
+
+def test_load_pair_prepacks_the_target_and_quantizes_an_int8_draft():
+    pair = load_pair("tiny-random", draft_dtype="int8")
+    assert pair.prepacked and pair.draft_dtype == "int8"
+    assert packed_layer_count(pair.target) > 0
+    assert any("quantized" in type(m).__module__ for m in pair.draft.modules())
+    assert pair.vocab_size == build_tiny_pair().vocab_size    # widths read through packed / quantized heads
+    plain = load_pair("tiny-random", prepack=False)
+    assert not plain.prepacked and packed_layer_count(plain.target) == 0
+
+
+def test_auto_draft_dtype_is_int8_on_the_cpu():
+    pair = load_pair("tiny-random", draft_dtype="auto")
+    assert pair.draft_dtype == "int8"
+    trace = SpeculativeEngine(pair).generate("abc", SpecConfig(k=3, max_new_tokens=6))
+    assert trace.config.draft_dtype == "int8"
+
+
+@pytest.mark.parametrize("k", [1, 3, 5, 8])
+def test_fast_pair_is_greedy_identical_to_the_plain_target(k):
+    """Oracle: transformers' greedy generate() on an unpacked float32 copy of the target."""
+    fast = SpeculativeEngine(load_pair("tiny-random", draft_dtype="int8"))
+    plain = build_tiny_pair()
+    accepted = 0
+    for prompt in PROMPTS:
+        trace = fast.generate(prompt, SpecConfig(k=k, max_new_tokens=24))
+        ids = torch.tensor([plain.encode_prompt(prompt)])
+        config = GenerationConfig(max_new_tokens=24, do_sample=False, eos_token_id=sorted(plain.eos_token_ids),
+                                  pad_token_id=sorted(plain.eos_token_ids)[0])
+        with torch.inference_mode():
+            expected = plain.target.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        assert list(trace.output.token_ids) == expected[0, ids.shape[1]:].tolist(), prompt
+        accepted += trace.summary.accepted
+    assert accepted > 0                                       # the int8 draft does propose accepted tokens
+
+
+def test_quantize_int8_keeps_the_draft_close():
+    pair = build_tiny_pair(seed=5, draft_noise=0.0)
+    reference = build_tiny_pair(seed=5, draft_noise=0.0).draft
+    unrelated = build_tiny_pair(seed=6, draft_noise=0.0).draft
+    quantize_int8(pair.draft)
+    ids = torch.tensor([pair.encode_prompt("quantized drafts", raw=True)])
+    with torch.inference_mode():
+        expected = reference(input_ids=ids).logits
+        relative = [(model(input_ids=ids).logits - expected).norm().item() / expected.norm().item()
+                    for model in (pair.draft, unrelated)]
+    assert relative[0] < 0.25 < 0.5 < relative[1]          # int8 moves the logits by about 10 %
