@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> dict:
         if warm is not fast_pair:
             hf_generate(warm, warm.encode_prompt("warm up"), SpecConfig(k=4, max_new_tokens=8), "same-k")
     fast_name = "SpecViz fast: int8 draft, prepacked fp32 target"
+    wanted = lambda name: not args.only or any(part in name for part in args.only)  # noqa: E731
     rows: list[Row] = []
     for temperature in args.temperatures:
         base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
@@ -184,13 +185,12 @@ def run(args: argparse.Namespace) -> dict:
         reference = bench_target_only(target_row, SpeculativeEngine(pair), base, args.repeats)
         rows.append(target_row)
         check = reference if greedy else None
-        log("target-only, transformers generate")
-        hf_row = Row("target-only (transformers generate)", temperature)
-        bench_hf(hf_row, pair, base, args.repeats, None, check)
-        rows.append(hf_row)
-        for label, hf_pair, assisted in ((f"transformers assisted, k={args.k}", pair, "same-k"),
+        for label, hf_pair, assisted in (("target-only (transformers generate)", pair, None),
+                                         (f"transformers assisted, k={args.k}", pair, "same-k"),
                                          ("transformers assisted, its defaults", pair, "defaults"),
                                          (f"transformers assisted, bf16 draft, k={args.k}", bf16_pair, "same-k")):
+            if not wanted(label):
+                continue
             log(label)
             row = Row(label, temperature)
             bench_hf(row, hf_pair, base, args.repeats, assisted, check)
@@ -205,6 +205,8 @@ def run(args: argparse.Namespace) -> dict:
         engines += [(f"{fast_name}, k={k}", SpeculativeEngine(fast_pair), base.replace(k=k)) for k in args.fast_ks]
         engines.append((f"{fast_name}, adaptive k", SpeculativeEngine(fast_pair), base.replace(adaptive_k=True)))
         for name, engine, config in engines:
+            if not wanted(name):
+                continue
             log(name)
             row = Row(name, temperature)
             exact = exactness_guaranteed(config.replace(target_dtype=engine.pair.target_dtype))
@@ -218,7 +220,7 @@ def table_row(row: Row, rows: list[Row]) -> dict:
     same = [r for r in rows if r.temperature == row.temperature]
     target_row = same[0]                      # SpecViz's own target-only loop on the plain float32 target
     target = target_row.tokens_per_s
-    assisted = next(r.tokens_per_s for r in same if r.name.startswith("transformers assisted, k="))
+    assisted = next((r.tokens_per_s for r in same if r.name.startswith("transformers assisted, k=")), None)
     predicted = theory(row, target_row)
     verify_cost = row.verify_ms / row.steps / target_step_ms(target_row) if row.steps and target_row.tokens else None
     speedup = row.tokens_per_s / target if target else None
@@ -265,6 +267,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperatures", default="0,0.7", help="comma-separated; 0 is greedy")
     parser.add_argument("--fast-ks", default="3,5,8", help="comma-separated constant k for the fast pair")
+    parser.add_argument("--only", default="", help="comma-separated parts of row names to run (target-only always runs)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -273,6 +276,7 @@ def main() -> int:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
+    args.only = [part for part in args.only.split(",") if part]
     try:
         args.fast_ks = [int(k) for k in args.fast_ks.split(",")]
     except ValueError:

@@ -57,10 +57,20 @@ class PackedLinear(nn.Module):
 
 
 def can_prepack(model: nn.Module) -> bool:
-    """True when the model lives on the CPU in a dtype oneDNN prepacks and torch has oneDNN."""
+    """True when the model lives on the CPU in a dtype this CPU's oneDNN prepacks (bfloat16
+    needs AVX-512 or newer; torch refuses it elsewhere)."""
     parameter = next(model.parameters(), None)
-    return (parameter is not None and parameter.device.type == "cpu" and parameter.dtype in PACKED_DTYPES
-            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+    if parameter is None or parameter.device.type != "cpu" or parameter.dtype not in PACKED_DTYPES:
+        return False
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    return parameter.dtype != torch.bfloat16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def can_quantize_int8() -> bool:
+    """True when this torch has a CPU engine for dynamically quantized linear layers."""
+    return any(engine in torch.backends.quantized.supported_engines for engine in ("x86", "fbgemm", "onednn", "qnnpack"))
 
 
 def prepack_linear_layers(model: nn.Module) -> int:
@@ -96,12 +106,19 @@ def _linear_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
             if type(child) is nn.Linear]
 
 
-def _swap_in_parallel(slots: list[tuple[nn.Module, str, nn.Linear]], convert) -> None:
-    """Replace each layer by convert(layer); the conversions run on every torch thread (they
-    release the GIL), and each plain weight is freed as soon as its layer is swapped."""
-    with ThreadPoolExecutor(max_workers=max(1, torch.get_num_threads())) as pool:
-        for (parent, name, _), converted in zip(slots, pool.map(lambda slot: convert(slot[2]), slots)):
-            setattr(parent, name, converted)
+def _swap_in_parallel(slots: list, convert) -> None:
+    """Replace each layer by convert(layer). The conversions run on every torch thread (they
+    release the GIL), a few at a time, and no reference to a converted plain layer is kept, so
+    its weight is freed once swapped: memory grows by a few layers, not by a second model."""
+    workers = max(1, torch.get_num_threads())
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for start in range(0, len(slots), workers):
+            batch = slots[start:start + workers]
+            for index, converted in enumerate(pool.map(lambda slot: convert(slot[2]), batch), start):
+                parent, name, _ = slots[index]
+                setattr(parent, name, converted)
+                slots[index] = None
+            del batch
 
 
 def packed_layer_count(model: nn.Module) -> int:

@@ -42,7 +42,8 @@ class Generation:
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
-        self.adaptive = AdaptiveDraftLength(config.k, min(2 * config.k, MAX_K)) if config.adaptive_k else None
+        self.adaptive = (AdaptiveDraftLength(config.k, min(2 * config.k, MAX_K), pair.step_costs)
+                         if config.adaptive_k else None)
         self.is_done = False
         self.elapsed_s = 0.0
 
@@ -65,7 +66,7 @@ class Generation:
             emitted, eos = self._emit(proposal, acceptance)                                  # 5. emit
             if self.adaptive is not None:
                 self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
-                                      verify_ms, verify_rows)
+                                      verify_ms, verify_rows, timed=bool(self.records))
             total_ms = (time.perf_counter() - started) * 1000
             record = self.recorder.record(StepData(
                 index=len(self.records), context_len=context_len, proposal=proposal, target_probs=target_probs,
@@ -115,6 +116,8 @@ class Generation:
         target_probs = to_probs(target_logits, self.params)                             # (k+1, V)
         if target_probs.device.type == "cuda":      # kernels run asynchronously: time the work, not the launch
             torch.cuda.synchronize(target_probs.device)
+        elif target_probs.device.type == "mps":
+            torch.mps.synchronize()
         return target_logits, target_probs, result.length_before, result.length_after, \
             (time.perf_counter() - started) * 1000
 

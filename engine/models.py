@@ -20,7 +20,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from engine.config import DRAFT_DTYPES, DTYPES
-from engine.cpu_kernels import prepack_linear_layers, quantize_int8
+from engine.cpu_kernels import can_quantize_int8, packed_layer_count, prepack_linear_layers, quantize_int8
 from engine.gguf_cache import cache_root, converted_embedded, converted_file, first_line
 from engine.hub import hub_access, is_hub_id
 from engine.pair import ModelLoadError, ModelPair
@@ -61,6 +61,8 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     if draft_dtype == "int8" and torch_device.type != "cpu":
         raise ModelLoadError(f"an int8 draft runs on the CPU only, but the device is {torch_device.type}: "
                              "choose a bfloat16 or float16 draft there")
+    if draft_dtype == "int8" and not can_quantize_int8():
+        raise ModelLoadError("this torch build has no engine for int8 layers; choose a float32 or bfloat16 draft")
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
         pair = _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
@@ -125,7 +127,9 @@ def resolve_draft_dtype(name: str, device: torch.device) -> str:
     """"auto" -> the fastest draft for the device: int8 on a CPU, bfloat16 on CUDA, float32 elsewhere."""
     if name != "auto":
         return name
-    return {"cpu": "int8", "cuda": "bfloat16"}.get(device.type, "float32")
+    if device.type == "cpu":
+        return "int8" if can_quantize_int8() else "float32"
+    return "bfloat16" if device.type == "cuda" else "float32"
 
 
 def _dtype(name: str, role: str) -> torch.dtype:
@@ -145,9 +149,13 @@ def _speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress
         pair.draft_dtype = "int8"
     if prepack and pair.device.type == "cpu":
         report(0.95, "prepacking weights for fast verification")
-        pair.prepacked = prepack_linear_layers(pair.target) > 0
-        if pair.draft is not None and draft_dtype == "bfloat16":
-            prepack_linear_layers(pair.draft)
+        try:
+            prepack_linear_layers(pair.target)
+            if pair.draft is not None and draft_dtype == "bfloat16":
+                prepack_linear_layers(pair.draft)
+        except RuntimeError as error:       # an unusual oneDNN build: layers already swapped stay, the rest stay plain
+            report(0.97, f"prepacking stopped ({first_line(error)}); the remaining layers use the stock kernels")
+        pair.prepacked = packed_layer_count(pair.target) > 0
     return pair
 
 

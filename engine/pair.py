@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine.adaptive import StepCosts
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -37,6 +39,7 @@ class ModelPair:
     preset: str | None                    # preset name, None for custom pairs
     default_drafter: str                  # "model" | "ngram"
     prepacked: bool = False               # the target's linear layers hold oneDNN-prepacked weights (CPU)
+    step_costs: StepCosts = field(default_factory=StepCosts, compare=False)   # measured by adaptive k, shared
     _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property

@@ -72,7 +72,7 @@ def checked_prompt(prompt: str | None) -> str:
     return text
 
 
-def choose_models(preset: str, draft: str, target: str, drafter: str = "model", draft_dtype: str = "float32",
+def choose_models(preset: str, draft: str, target: str, drafter: str = "model", draft_dtype: str = "auto",
                   target_dtype: str = "float32") -> ModelChoice:
     """The pair to load: a preset, or custom draft and target; ConfigError with one sentence otherwise."""
     dtypes = {"draft_dtype": draft_dtype, "target_dtype": target_dtype}

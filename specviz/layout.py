@@ -156,7 +156,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
             c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
         with gr.Row():
             c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
-                                           info="auto: int8 on a CPU, bfloat16 on a GPU; never changes the output")
+                                           info="auto: int8 on a CPU, bfloat16 on CUDA; never changes the output")
             c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
                                             elem_id="sv-target-dtype")
     c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from engine.config import MAX_K
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.trace import Trace
 from specviz.exactness import exactness_note
@@ -91,6 +92,6 @@ def _config_line(trace: Trace) -> str:
                else f"draft {config.draft or '?'} ({config.draft_dtype or '?'})")
     sampling = "greedy" if config.is_greedy else (f"temperature {config.temperature:g}, top-p {config.top_p:g}"
                                                    f", top-k {config.top_k or 'off'}")
-    k = f"adaptive k from {config.k}, at most {min(2 * config.k, 32)}" if config.adaptive_k else f"k = {config.k}"
+    k = f"adaptive k from {config.k}, at most {min(2 * config.k, MAX_K)}" if config.adaptive_k else f"k = {config.k}"
     return (f"target {config.target or '?'} ({config.target_dtype or '?'}) · {drafter} · {k} · {sampling}"
             f" · max {config.max_new_tokens} new tokens · seed {config.seed}")

@@ -36,7 +36,7 @@ class ModelChoice:
     preset: str = ""
     draft: str = ""
     target: str = ""
-    draft_dtype: str = "float32"
+    draft_dtype: str = "auto"               # engine.config.DRAFT_DTYPES; auto: int8 on a CPU, bfloat16 on CUDA
     target_dtype: str = "float32"
 
     @property

@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import pytest
 
-from engine.adaptive import AdaptiveDraftLength
+from engine.adaptive import AdaptiveDraftLength, StepCosts
 from engine.metrics import expected_tokens_per_step
 
 
-def feed(controller: AdaptiveDraftLength, steps: int, accept_all: bool, draft_ms: float, verify) -> list[int]:
-    """Run `steps` scripted steps; verify(rows) gives the verify time. Returns the k chosen after each."""
+def feed(controller: AdaptiveDraftLength, steps: int, draft_ms: float, verify) -> list[int]:
+    """Run `steps` scripted steps that accept every draft; verify(rows) gives the verify time."""
     chosen = []
     for _ in range(steps):
         k = controller.k
-        accepted = k if accept_all else k // 2
-        chosen.append(controller.observe(k, accepted, draft_ms * k, verify(k + 1), k + 1))
+        chosen.append(controller.observe(k, k, draft_ms * k, verify(k + 1), k + 1))
     return chosen
 
 
 def test_first_step_keeps_the_configured_k_until_costs_are_known():
-    controller = AdaptiveDraftLength(k=5, max_k=10)
-    assert controller.best_k() == 5
+    assert AdaptiveDraftLength(k=5, max_k=10).k == 5
 
 
 def test_cheap_drafts_and_full_acceptance_grow_k_to_the_cap():
     controller = AdaptiveDraftLength(k=2, max_k=10)
-    chosen = feed(controller, 12, accept_all=True, draft_ms=10, verify=lambda rows: 250)
+    chosen = feed(controller, 12, draft_ms=10, verify=lambda rows: 250)
     assert chosen[-1] == 10
     assert chosen == sorted(chosen)                     # it walks up as it learns that longer drafts cost nothing extra
 
@@ -42,20 +40,35 @@ def test_stepped_verify_costs_keep_k_inside_the_cheap_block():
     # Verify costs one unit per three rows (stock fp32 GEMM on the reference CPU): with a
     # draft at 0.4 of a target step and a = 0.8, k = 2 (3 rows) beats k = 3..5 (4..6 rows).
     costs = {rows: 250.0 * ((rows + 2) // 3) for rows in range(2, 12)}
-    controller = AdaptiveDraftLength(k=2, max_k=10, verify_ms_by_rows=dict(costs), draft_ms_per_token=100.0)
+    controller = AdaptiveDraftLength(k=2, max_k=10, costs=StepCosts(100.0, dict(costs)))
     controller.accepted, controller.reached = 8.0, 10.0
-    best = controller.best_k()
 
     def rate(k: int) -> float:
         return expected_tokens_per_step(0.8, k) / (100.0 * k + costs[k + 1])
-    assert best == max(range(1, 11), key=rate) == 2
+    assert controller.best_k() == max(range(1, 11), key=rate) == 2
 
 
-def test_unmeasured_verify_sizes_borrow_the_nearest_smaller_measurement():
-    controller = AdaptiveDraftLength(k=3, max_k=8, verify_ms_by_rows={3: 100.0, 6: 300.0})
-    assert controller.verify_ms(5) == 100.0
-    assert controller.verify_ms(9) == 300.0
-    assert controller.verify_ms(2) == 100.0              # nothing smaller: the smallest known
+def test_a_long_start_on_stepped_costs_explores_down_to_the_cheap_block():
+    """Starting at k=5 (6 rows, two units), the smaller sizes are estimated optimistically,
+    tried, measured, and the controller ends inside the first block."""
+    controller = AdaptiveDraftLength(k=5, max_k=10)
+    chosen = feed(controller, 15, draft_ms=100.0, verify=lambda rows: 250.0 * ((rows + 2) // 3))
+    assert chosen[-1] == 2 and set(chosen[-5:]) == {2}
+
+
+def test_unmeasured_verify_sizes_are_estimated_optimistically():
+    costs = StepCosts(10.0, {3: 100.0, 6: 300.0})
+    assert costs.verify_ms(5) == 100.0                   # larger: the nearest smaller measurement (flat)
+    assert costs.verify_ms(9) == 300.0
+    assert costs.verify_ms(2) == pytest.approx(200.0 / 3)   # smaller: in proportion to its rows
+
+
+def test_costs_and_acceptance_carry_over_to_the_next_generation_of_the_pair():
+    shared = StepCosts()
+    first = AdaptiveDraftLength(k=2, max_k=10, costs=shared)
+    feed(first, 12, draft_ms=10, verify=lambda rows: 250)
+    second = AdaptiveDraftLength(k=2, max_k=10, costs=shared)
+    assert shared.known and second.acceptance > 0.9 and second.k == 10   # starts where the first one ended
 
 
 @pytest.mark.parametrize("decay", [0.5, 0.9])
@@ -67,3 +80,10 @@ def test_acceptance_estimate_follows_recent_steps(decay):
     for _ in range(60):
         controller.observe(4, 0, 40.0, 100.0, 5)
     assert high > 0.9 and controller.acceptance < 0.1
+
+
+def test_the_prefill_step_counts_its_verdicts_but_not_its_costs():
+    controller = AdaptiveDraftLength(k=4, max_k=8)
+    controller.observe(4, 4, draft_ms=2000.0, verify_ms=3000.0, verify_rows=60, timed=False)
+    assert controller.costs.draft_ms_per_token is None and controller.costs.verify_ms_by_rows == {}
+    assert controller.k == 4 and controller.acceptance > 0.5
