@@ -405,7 +405,8 @@ def qwen_pair():
 def test_qwen_coder_loads_with_matching_vocabularies(qwen_pair):
     assert qwen_pair.preset == "qwen-coder" and qwen_pair.draft is not None
     assert qwen_pair.vocab_size == 151936 and qwen_pair.max_context == 32768
-    assert qwen_pair.target.get_output_embeddings().weight.shape[0] == qwen_pair.draft.get_output_embeddings().weight.shape[0]
+    assert qwen_pair.target.get_output_embeddings().out_features == qwen_pair.draft.get_output_embeddings().out_features
+    assert qwen_pair.prepacked                                     # the default load prepacks the target on a CPU
     assert len(qwen_pair.tokenizer) == 151936
     assert qwen_pair.tokenizer.convert_tokens_to_ids("<|im_end|>") in qwen_pair.eos_token_ids
 
