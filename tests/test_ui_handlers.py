@@ -52,9 +52,10 @@ def test_run_streams_partial_traces_then_the_complete_one():
     updates = run_all(Handlers(runner, min_interval=0.0))
     traces = [u["trace"] for u in updates]
     counts = [len(t.steps) for t in traces]
-    # The first step is always drawn; later redraws may be skipped when drawing is slow (a loaded
-    # machine), so the counts only have to grow, and the complete trace comes last.
-    assert counts[0] == 1 and counts[-2:] == [5, 5] and counts[:-1] == sorted(set(counts[:-1]))
+    # The first step is always drawn; later redraws (the last partial one included) may be skipped
+    # when drawing is slow (a loaded machine), so the counts only have to grow, and the complete
+    # trace of all 5 steps comes last.
+    assert counts[0] == 1 and counts[-1] == 5 and counts[:-1] == sorted(set(counts[:-1])) and max(counts[:-1]) <= 5
     assert not traces[0].complete and traces[-1].complete
     assert "Running" in updates[0]["status"] and updates[-1]["status"].startswith("Done: 5 steps")
     final = updates[-1]
