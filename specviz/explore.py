@@ -26,6 +26,7 @@ from specviz.runner import RunnerError, Runner, SweepRequest
 from specviz.stop import StopSignals
 from specviz.style import FigureStyle
 from specviz.sweep_table import MAX_SWEEP_BYTES, SweepFormatError, SweepTable
+from specviz.uploads import parse_upload
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]
@@ -168,14 +169,7 @@ class ExploreHandlers:
 
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Show an uploaded sweep JSON; a bad file is a gr.Error and the current sweep stays."""
-        if not data:
-            raise gr.Error("The uploaded file is empty.")
-        if len(data) > MAX_SWEEP_BYTES:
-            raise gr.Error(f"The file is over the {MAX_SWEEP_BYTES // 1024 // 1024} MiB sweep size limit.")
-        try:
-            table = SweepTable.from_json(data)
-        except SweepFormatError as error:
-            raise gr.Error(f"Not a SpecViz sweep: {error}") from None
+        table = parse_upload(data, MAX_SWEEP_BYTES, "sweep", SweepTable.from_json, SweepFormatError)
         if not table.cells:
             raise gr.Error("The sweep holds no cells: nothing to draw.")
         status = f"Showing an uploaded sweep: {len(table.cells)} cells, {table.num_runs} runs."

@@ -29,6 +29,7 @@ from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
 from specviz.stop import StopSignals, session_key
 from specviz.style import FigureStyle
+from specviz.uploads import parse_upload
 from specviz.views import Views, render
 
 LOG = logging.getLogger(__name__)
@@ -193,14 +194,7 @@ class Handlers:
     # --- import / export ------------------------------------------------------------------
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Replay an uploaded trace; a bad file is a gr.Error and the current trace stays."""
-        if not data:
-            raise gr.Error("The uploaded file is empty.")
-        if len(data) > MAX_TRACE_BYTES:
-            raise gr.Error(f"The file is over the {MAX_TRACE_BYTES // 1024 // 1024} MiB trace size limit.")
-        try:
-            trace = Trace.from_json(data)
-        except TraceFormatError as error:
-            raise gr.Error(f"Not a SpecViz trace: {error}") from None
+        trace = parse_upload(data, MAX_TRACE_BYTES, "trace", Trace.from_json, TraceFormatError)
         status = f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed."
         first = trace.steps[0].index if trace.steps else None
         return outputs(render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)))
