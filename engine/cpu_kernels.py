@@ -23,7 +23,7 @@ Both are pure functions of a model in, the same model (modified in place) out.
 from __future__ import annotations
 
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import torch
 from torch import nn
@@ -77,9 +77,7 @@ def prepack_linear_layers(model: nn.Module) -> int:
     """Replace every nn.Linear of a CPU model by a PackedLinear; returns how many were packed."""
     if not can_prepack(model):
         return 0
-    slots = _linear_slots(model)
-    _swap_in_parallel(slots, PackedLinear.from_linear)
-    return len(slots)
+    return _swap_in_parallel(_linear_slots(model), PackedLinear.from_linear)
 
 
 def quantize_int8(model: nn.Module) -> int:
@@ -93,11 +91,9 @@ def quantize_int8(model: nn.Module) -> int:
         linear.qconfig = per_channel_dynamic_qconfig
         return DynamicQuantizedLinear.from_float(linear)
 
-    slots = _linear_slots(model)
     with warnings.catch_warnings():      # torch marks its quantized tensor types as deprecated; they work in 2.13
         warnings.simplefilter("ignore")
-        _swap_in_parallel(slots, convert)
-    return len(slots)
+        return _swap_in_parallel(_linear_slots(model), convert)
 
 
 def _linear_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
@@ -106,19 +102,29 @@ def _linear_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
             if type(child) is nn.Linear]
 
 
-def _swap_in_parallel(slots: list, convert) -> None:
+def _swap_in_parallel(slots: list, convert) -> int:
     """Replace each layer by convert(layer). The conversions run on every torch thread (they
-    release the GIL), a few at a time, and no reference to a converted plain layer is kept, so
-    its weight is freed once swapped: memory grows by a few layers, not by a second model."""
+    release the GIL), at most one per thread at a time, largest first, each slot refilled as
+    soon as its conversion ends: one huge layer (the vocabulary head, ~1 s to convert) runs
+    beside the small ones instead of holding a lockstep batch. No reference to a converted
+    plain layer is kept, so its weight is freed once swapped: memory grows by a few layers,
+    not by a second model. Takes the slots list over (empties it); returns how many were swapped."""
     workers = max(1, torch.get_num_threads())
+    pending = sorted(slots, key=lambda slot: slot[2].weight.numel(), reverse=True)
+    count = len(pending)
+    slots.clear()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for start in range(0, len(slots), workers):
-            batch = slots[start:start + workers]
-            for index, converted in enumerate(pool.map(lambda slot: convert(slot[2]), batch), start):
-                parent, name, _ = slots[index]
-                setattr(parent, name, converted)
-                slots[index] = None
-            del batch
+        running: dict = {}
+        while pending or running:
+            while pending and len(running) < workers:
+                parent, name, layer = pending.pop(0)
+                running[pool.submit(convert, layer)] = (parent, name)
+                del layer
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                parent, name = running.pop(future)
+                setattr(parent, name, future.result())
+    return count
 
 
 def packed_layer_count(model: nn.Module) -> int:
