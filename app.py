@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from engine.config import DEVICES  # noqa: E402  (after the analytics switch)
+from engine.compute_thread import ComputeThread  # noqa: E402  (after the analytics switch)
+from engine.config import DEVICES  # noqa: E402
 from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
@@ -32,14 +33,18 @@ MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is ke
 
 
 class EngineRunner:
-    """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock."""
+    """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
+    Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
+    (engine/compute_thread.py): spread over Gradio's worker threads, each step was 10-50 % slower."""
 
-    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
+    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None,
+                 compute: ComputeThread | None = None):
         self.device = device
         self._default = default_preset
         self.policy = policy      # a hosted server's limits, checked again here: every run, baseline and sweep
         self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
+        self.compute = compute or ComputeThread()
 
     def presets(self) -> Sequence[PresetInfo]:
         from engine.presets import PRESETS
@@ -52,17 +57,31 @@ class EngineRunner:
         return self._default or DEFAULT_PRESET
 
     def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        return StepsOnComputeThread(self.compute.run(self._start, request, progress), self.compute)
+
+    def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        return self.compute.run(self._with_baseline, request, trace)
+
+    def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+        updates = self._sweep(request, progress)
+        try:
+            while (update := self.compute.run(next, updates, None)) is not None:
+                yield update
+        finally:
+            self.compute.run(updates.close)
+
+    def _start(self, request: RunRequest, progress: ProgressFn) -> Generation:
         from engine import SpeculativeEngine
         if self.policy is not None:
             self.policy.check_config(request.config)
         engine = SpeculativeEngine(self._pair(request.models, progress))
         return engine.start(request.prompt, request.config)
 
-    def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+    def _with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         from engine import SpeculativeEngine
         return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
 
-    def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+    def _sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         from engine import SpeculativeEngine
         from engine.sweep import run_sweep, sweep_to_json
         pair = self._pair(request.models, progress)
@@ -98,6 +117,29 @@ class EngineRunner:
                 raise RunnerError(str(error)) from None
             self._pairs[models.key] = pair
             return pair
+
+
+class StepsOnComputeThread:
+    """A Generation whose steps (and trace building) run on the compute thread."""
+
+    def __init__(self, generation: Generation, compute: ComputeThread):
+        self._generation = generation
+        self._compute = compute
+
+    @property
+    def is_done(self) -> bool:
+        return self._generation.is_done
+
+    @property
+    def pair(self) -> Any:
+        """The (shared, read-only) model pair the generation runs on."""
+        return self._generation.pair
+
+    def step(self) -> Any:
+        return self._compute.run(self._generation.step)
+
+    def trace(self) -> Trace:
+        return self._compute.run(self._generation.trace)
 
 
 def gpu_decorator() -> Callable[[Callable], Callable]:
