@@ -12,9 +12,13 @@ Three pairs load once: the plain float32 pair (what transformers' generate() get
 and the reference for every speedup: target-only decoding on the plain float32
 target), the same with a bfloat16 draft, and SpecViz's fast pair (int8 draft,
 oneDNN-prepacked float32 target, engine/cpu_kernels.py) at several k and with
-adaptive k. Theory: E(a, k) / (k c + 1) with a the mean per-position overlap
+adaptive k. A fourth pairs the plain float32 draft with the fast pair's prepacked
+target: what `load_pair(draft_dtype="float32")` gives, at the dtypes of the
+transformers rows. Theory: E(a, k) / (k c + 1) with a the mean per-position overlap
 sum_x min(p, q), k the mean draft length and c = draft ms per token / target-only
-ms per token; "verify cost" is a verify forward over one target-only step.
+ms per token; "verify cost" v is a verify forward over one target-only step, and
+"theory at v" is E(a, k) / (k c + v), what the measured verify cost allows: measured
+over it is the engine's own overhead (sampling, cache cutoff, recording).
 """
 
 from __future__ import annotations
@@ -25,14 +29,15 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
 
+from engine.adaptive import StepCosts
 from engine.config import SpecConfig
 from engine.engine import SpeculativeEngine, exactness_guaranteed
-from engine.metrics import expected_speedup
+from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.models import load_pair
 from engine.pair import ModelPair
 
@@ -164,16 +169,29 @@ def theory(row: Row, target: Row) -> float | None:
     return expected_speedup(alpha, max(1, round(row.drafted / row.steps)), cost_ratio)
 
 
+def theory_at_measured_verify(row: Row, target: Row) -> float | None:
+    """E(a, k) / (k c + v): the theory with the verify forward at its measured cost v (in target steps)."""
+    if not row.alpha or not row.drafted or not row.steps or not target.tokens:
+        return None
+    step = target_step_ms(target)
+    alpha = min(statistics.fmean(row.alpha), 0.999999)
+    k = max(1, round(row.drafted / row.steps))
+    return expected_tokens_per_step(alpha, k) / (row.draft_ms / row.steps / step + row.verify_ms / row.steps / step)
+
+
 def run(args: argparse.Namespace) -> dict:
     preset = "tiny-random" if args.quick else args.preset
     pair = load_pair(preset, draft_dtype="float32", target_dtype="float32", prepack=False)
     bf16_pair = load_pair(preset, draft_dtype="bfloat16", target_dtype="float32", prepack=False)
     fast_pair = load_pair(preset, draft_dtype="int8", target_dtype="float32")      # prepacked target
+    # The plain float32 draft on the prepacked target: the dtypes of the transformers rows, SpecViz's kernels.
+    packed_pair = replace(fast_pair, draft=pair.draft, draft_dtype="float32", step_costs=StepCosts())
     for warm in (pair, bf16_pair, fast_pair):   # first forwards pay for allocation and lazy init: not measured
         SpeculativeEngine(warm).generate("warm up", SpecConfig(k=4, max_new_tokens=8))
         if warm is not fast_pair:
             hf_generate(warm, warm.encode_prompt("warm up"), SpecConfig(k=4, max_new_tokens=8), "same-k")
     fast_name = "SpecViz fast: int8 draft, prepacked fp32 target"
+    packed_name = "SpecViz: fp32 draft, prepacked fp32 target"
     wanted = lambda name: not args.only or any(part in name for part in args.only)  # noqa: E731
     rows: list[Row] = []
     for temperature in args.temperatures:
@@ -201,6 +219,8 @@ def run(args: argparse.Namespace) -> dict:
             ("SpecViz, adaptive k", SpeculativeEngine(pair), base.replace(adaptive_k=True)),
             ("SpecViz, n-gram drafter", SpeculativeEngine(pair), base.replace(drafter="ngram")),
             (f"SpecViz, bf16 draft, k={args.k}", SpeculativeEngine(bf16_pair), base),
+            (f"{packed_name}, recorder on, k={args.k}", SpeculativeEngine(packed_pair), base),
+            (f"{packed_name}, recorder off, k={args.k}", SpeculativeEngine(packed_pair, detailed_trace=False), base),
         ]
         engines += [(f"{fast_name}, k={k}", SpeculativeEngine(fast_pair), base.replace(k=k)) for k in args.fast_ks]
         engines.append((f"{fast_name}, adaptive k", SpeculativeEngine(fast_pair), base.replace(adaptive_k=True)))
@@ -222,6 +242,7 @@ def table_row(row: Row, rows: list[Row]) -> dict:
     target = target_row.tokens_per_s
     assisted = next((r.tokens_per_s for r in same if r.name.startswith("transformers assisted, k=")), None)
     predicted = theory(row, target_row)
+    predicted_at_verify = theory_at_measured_verify(row, target_row)
     verify_cost = row.verify_ms / row.steps / target_step_ms(target_row) if row.steps and target_row.tokens else None
     speedup = row.tokens_per_s / target if target else None
     code_target = same[0].prompt_tokens_per_s("code")
@@ -235,6 +256,9 @@ def table_row(row: Row, rows: list[Row]) -> dict:
             "theoretical_speedup": round(predicted, 3) if predicted else None,
             "measured_over_theory": round(speedup / predicted, 3) if predicted and speedup else None,
             "verify_cost": round(verify_cost, 3) if verify_cost else None,
+            "theory_at_verify_cost": round(predicted_at_verify, 3) if predicted_at_verify else None,
+            "measured_over_theory_at_verify_cost": (round(speedup / predicted_at_verify, 3)
+                                                    if predicted_at_verify and speedup else None),
             "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
 
 
@@ -248,13 +272,14 @@ def markdown(results: dict) -> str:
     lines = [f"Preset `{results['preset']}`, k={results['k']}, {results['max_new_tokens']} new tokens, "
              f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
              "| configuration | T | tok/s | speedup vs target-only | on the code prompt | vs assisted (same k) | "
-             "acceptance | tokens/step | theory speedup | measured/theory | verify cost | identical |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "acceptance | tokens/step | theory speedup | measured/theory | verify cost | measured/theory at verify cost | identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         lines.append(f"| {r['name']} | {r['temperature']:g} | {cell(r['tokens_per_s'], '{:.1f}')} | "
                      f"{cell(r['speedup'], suffix='x')} | {cell(r['code_speedup'], suffix='x')} | {cell(r['vs_assisted'], suffix='x')} | {cell(r['acceptance_rate'], '{:.0%}')} | "
                      f"{cell(r['mean_accepted_length'])} | {cell(r['theoretical_speedup'], suffix='x')} | "
-                     f"{cell(r['measured_over_theory'])} | {cell(r.get('verify_cost'))} | {cell(r['identical'])} |")
+                     f"{cell(r['measured_over_theory'])} | {cell(r.get('verify_cost'))} | "
+                     f"{cell(r.get('measured_over_theory_at_verify_cost'))} | {cell(r['identical'])} |")
     return "\n".join(lines)
 
 
@@ -267,7 +292,8 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperatures", default="0,0.7", help="comma-separated; 0 is greedy")
     parser.add_argument("--fast-ks", default="3,5,8", help="comma-separated constant k for the fast pair")
-    parser.add_argument("--only", default="", help="comma-separated parts of row names to run (target-only always runs)")
+    parser.add_argument("--only", default="", help="parts of row names to run, separated by | "
+                        "(e.g. 'assisted, k=|recorder'; target-only always runs)")
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -276,7 +302,7 @@ def main() -> int:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
-    args.only = [part for part in args.only.split(",") if part]
+    args.only = [part for part in args.only.split("|") if part]
     try:
         args.fast_ks = [int(k) for k in args.fast_ks.split(",")]
     except ValueError:
