@@ -37,14 +37,13 @@ class EngineRunner:
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
     (engine/compute_thread.py): spread over Gradio's worker threads, each step was 10-50 % slower."""
 
-    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None,
-                 compute: ComputeThread | None = None):
+    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
         self.device = device
         self._default = default_preset
         self.policy = policy      # a hosted server's limits, checked again here: every run, baseline and sweep
         self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
-        self.compute = compute or ComputeThread()
+        self.compute = ComputeThread()
 
     def presets(self) -> Sequence[PresetInfo]:
         from engine.presets import PRESETS
