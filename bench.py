@@ -160,22 +160,29 @@ def target_step_ms(target: Row) -> float:
     return 1000 * target.wall_s / target.tokens
 
 
+def _measured_alpha_and_k(row: Row, target: Row) -> tuple[float, int] | None:
+    """The row's mean per-position overlap a (clamped below 1) and mean draft length k, if measured."""
+    if not row.alpha or not row.drafted or not row.steps or not target.tokens:
+        return None
+    return min(statistics.fmean(row.alpha), 0.999999), max(1, round(row.drafted / row.steps))
+
+
 def theory(row: Row, target: Row) -> float | None:
     """E(a, k) / (k c + 1) for the row's measured a, mean k and c (draft ms per token over a target step)."""
-    if not row.alpha or not row.drafted or not target.tokens:
+    measured = _measured_alpha_and_k(row, target)
+    if measured is None:
         return None
-    alpha = min(statistics.fmean(row.alpha), 0.999999)
-    cost_ratio = row.draft_ms / row.drafted / target_step_ms(target)
-    return expected_speedup(alpha, max(1, round(row.drafted / row.steps)), cost_ratio)
+    alpha, k = measured
+    return expected_speedup(alpha, k, row.draft_ms / row.drafted / target_step_ms(target))
 
 
 def theory_at_measured_verify(row: Row, target: Row) -> float | None:
     """E(a, k) / (k c + v): the theory with the verify forward at its measured cost v (in target steps)."""
-    if not row.alpha or not row.drafted or not row.steps or not target.tokens:
+    measured = _measured_alpha_and_k(row, target)
+    if measured is None:
         return None
+    alpha, k = measured
     step = target_step_ms(target)
-    alpha = min(statistics.fmean(row.alpha), 0.999999)
-    k = max(1, round(row.drafted / row.steps))
     return expected_tokens_per_step(alpha, k) / (row.draft_ms / row.steps / step + row.verify_ms / row.steps / step)
 
 

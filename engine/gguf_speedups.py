@@ -60,7 +60,7 @@ def dequantize_in_chunks(data: np.ndarray, quant_type: int, pool: ThreadPoolExec
     if rows.shape[0] < 2 * ROWS_PER_CHUNK:
         return fallback(data, quant_type)
     traits.init_grid()
-    chunks = np.array_split(rows, max(1, rows.shape[0] // ROWS_PER_CHUNK))
+    chunks = np.array_split(rows, rows.shape[0] // ROWS_PER_CHUNK)
     output = np.empty((rows.shape[0], output_shape[-1]), dtype=np.float32)
     bounds = np.cumsum([0] + [len(chunk) for chunk in chunks])
 
@@ -72,7 +72,7 @@ def dequantize_in_chunks(data: np.ndarray, quant_type: int, pool: ThreadPoolExec
 
 
 @contextmanager
-def faster_gguf_loading(threads: int | None = None) -> Iterator[None]:
+def faster_gguf_loading() -> Iterator[None]:
     """For the duration: one reader per GGUF file, one metadata parse per file, and
     dequantization in parallel chunks of rows (see the module docstring)."""
     import gguf
@@ -110,7 +110,7 @@ def faster_gguf_loading(threads: int | None = None) -> Iterator[None]:
             metadata[key] = original_checkpoint(path, return_tensors=False)
         return copy.deepcopy(metadata[key])
 
-    with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         gguf.GGUFReader = shared_reader
         gguf.dequantize = lambda data, quant_type: dequantize_in_chunks(data, quant_type, pool, original_dequantize)
         gguf_utils.load_gguf_checkpoint = memoized_checkpoint
