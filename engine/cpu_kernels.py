@@ -45,6 +45,9 @@ class PackedLinear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> "PackedLinear":
         weight = linear.weight.detach()
+        if weight.dtype == torch.bfloat16 and not bf16_prepack_supported():
+            raise ValueError("oneDNN prepacks bfloat16 weights only on a CPU with AVX-512 (this one has "
+                             f"{torch.backends.cpu.get_cpu_capability()}); keep the plain nn.Linear here")
         packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
         bias = None if linear.bias is None else linear.bias.detach()
         return cls(linear.in_features, linear.out_features, packed, bias)
@@ -65,7 +68,14 @@ def can_prepack(model: nn.Module) -> bool:
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
             and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
-    return parameter.dtype != torch.bfloat16 or bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return parameter.dtype != torch.bfloat16 or bf16_prepack_supported()
+
+
+def bf16_prepack_supported() -> bool:
+    """True when this CPU lets oneDNN prepack bfloat16 weights. torch refuses it (RuntimeError at
+    reorder time) without AVX-512 BW/VL/DQ, which is what ATen's "AVX512" capability requires, so
+    CPUs such as a 2-core AMD EPYC with AVX2 only keep the plain bfloat16 kernels."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512"
 
 
 def can_quantize_int8() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,10 +22,13 @@ PRESETS = (PresetInfo("tiny-random", "Seeded random tiny Llama pair: instant, fo
 
 
 class FakeGeneration:
-    """Hands out pre-built steps one by one, like engine generations do."""
+    """Hands out pre-built steps one by one, like engine generations do. With `hold_after` set, the
+    step after that many waits until `release` is set (a test's way to pause a run at a known step)."""
 
-    def __init__(self, steps: Sequence[StepRecord], request: RunRequest, fail_at: int | None, delay: float):
+    def __init__(self, steps: Sequence[StepRecord], request: RunRequest, fail_at: int | None, delay: float,
+                 hold_after: int | None = None, release: threading.Event | None = None):
         self._steps, self._request, self._fail_at, self._delay = list(steps), request, fail_at, delay
+        self._hold_after, self._release = hold_after, release
         self._done = 0
 
     @property
@@ -34,6 +38,8 @@ class FakeGeneration:
     def step(self) -> StepRecord:
         if self._fail_at is not None and self._done == self._fail_at:
             raise RuntimeError("simulated engine failure")
+        if self._hold_after is not None and self._done == self._hold_after and self._release is not None:
+            self._release.wait()
         time.sleep(self._delay)
         self._done += 1
         return self._steps[self._done - 1]
@@ -58,6 +64,8 @@ class FakeRunner:
     progress_messages: list[str] = field(default_factory=list)
     sweep_fail_at: int | None = None         # the sweep raises instead of yielding this run
     sweep_requests: list[SweepRequest] = field(default_factory=list)
+    hold_after: int | None = None            # each run holds the step after this many until `release` is set
+    release: threading.Event | None = None
 
     def presets(self) -> Sequence[PresetInfo]:
         return PRESETS
@@ -77,7 +85,7 @@ class FakeRunner:
         k = request.config.k
         steps = make_steps([min(a, k) for a in self.accepted], k=k, sampling=not request.config.is_greedy,
                            ngram=request.config.drafter == "ngram")
-        return FakeGeneration(steps, request, self.fail_at, self.delay)
+        return FakeGeneration(steps, request, self.fail_at, self.delay, self.hold_after, self.release)
 
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         return trace.with_baseline(BaselineStats(tokens_per_s=(trace.summary.tokens_per_s or 1.0) / 2, identical=True,

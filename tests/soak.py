@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.trace import Trace  # noqa: E402
+from ui_server import free_port  # noqa: E402
 
 PROMPTS = ("def fibonacci(n):", "The quick brown fox", "SELECT name FROM users WHERE", "Once upon a time, a",
            "import numpy as np\n", "abc abc abc abc")
@@ -79,14 +79,24 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def start_server(log: Path, timeout_s: float = 180.0, attempts: int = 3) -> tuple[subprocess.Popen, str]:
+    """`python app.py` on a free loopback port; returns the process and its URL once it answers.
+    A server that exits at once because another process took the port meanwhile is started
+    again on a fresh port."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_server_once(log, timeout_s)
+        except PortTaken:
+            if attempt == attempts:
+                raise
+    raise RuntimeError("attempts must be at least 1")
 
 
-def start_server(log: Path, timeout_s: float = 180.0) -> tuple[subprocess.Popen, str]:
-    """`python app.py` on a free loopback port; returns the process and its URL once it answers."""
+class PortTaken(RuntimeError):
+    """The server could not bind the port it was given."""
+
+
+def _start_server_once(log: Path, timeout_s: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
     env.pop("SPECVIZ_HOSTED", None)
@@ -98,7 +108,10 @@ def start_server(log: Path, timeout_s: float = 180.0) -> tuple[subprocess.Popen,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}: {log.read_text()[-2000:]}")
+            output = log.read_text()[-2000:]
+            if "Cannot find empty port" in output or "address already in use" in output.lower():
+                raise PortTaken(output)
+            raise RuntimeError(f"the server exited with {process.returncode}: {output}")
         try:
             if httpx.get(url, timeout=2).status_code == 200:
                 return process, url

@@ -3,13 +3,17 @@ int8 draft and a prepacked target leave greedy output identical to the plain tar
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 from transformers import GenerationConfig
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.cpu_kernels import PackedLinear, can_prepack, packed_layer_count, prepack_linear_layers, quantize_int8
+from engine.cpu_kernels import (PackedLinear, bf16_prepack_supported, can_prepack, packed_layer_count,
+                                prepack_linear_layers, quantize_int8)
 from engine.tiny import build_tiny_pair
 
 PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding", "abcabcabc", "zz"]
@@ -18,8 +22,15 @@ PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding"
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_packed_linear_matches_nn_linear_for_every_row_count(dtype, tolerance, bias):
+    """Runs on every CPU: where oneDNN cannot prepack bfloat16 (no AVX-512), PackedLinear refuses
+    with its own message and the loader keeps the plain layer (the fallback test below)."""
     torch.manual_seed(0)
     linear = nn.Linear(96, 200, bias=bias).to(dtype)
+    if dtype == torch.bfloat16 and not bf16_prepack_supported():
+        with pytest.raises(ValueError, match="only on a CPU with AVX-512"):
+            PackedLinear.from_linear(linear)
+        assert prepack_linear_layers(nn.Sequential(linear)) == 0
+        return
     packed = PackedLinear.from_linear(linear)
     for rows in (1, 2, 3, 4, 6, 9, 17):
         x = torch.randn(1, rows, 96, dtype=dtype)
@@ -42,6 +53,33 @@ def test_prepacking_swaps_every_linear_and_keeps_the_logits():
     assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
     assert torch.equal(got.argmax(-1), expected.argmax(-1))
     assert prepack_linear_layers(packed.target) == 0          # nothing left to pack
+
+
+def test_bf16_prepack_support_follows_the_cpu_features():
+    """The probe says what this CPU has: AVX-512 BW, VL and DQ (the flags torch's bfloat16 reorder
+    checks) read from /proc/cpuinfo, so the test holds on CPUs with and without them."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    flags = {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+    has_avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    capped = os.environ.get("ATEN_CPU_CAPABILITY", "avx512").lower() != "avx512"   # torch told to use less
+    assert bf16_prepack_supported() == (has_avx512 and not capped)
+
+
+def test_without_bf16_prepack_support_the_loader_keeps_plain_bf16_kernels(monkeypatch):
+    """The CPU without AVX-512 (simulated on every machine): nothing bfloat16 is packed, the
+    float32 target still is, and a bfloat16 pair generates the same tokens as before."""
+    reference = SpeculativeEngine(load_pair("tiny-random", draft_dtype="bfloat16", target_dtype="bfloat16",
+                                            prepack=False)).generate("fallback", SpecConfig(k=3, max_new_tokens=12))
+    monkeypatch.setattr("engine.cpu_kernels.bf16_prepack_supported", lambda: False)
+    model = nn.Sequential(nn.Linear(8, 8).to(torch.bfloat16))
+    assert not can_prepack(model) and prepack_linear_layers(model) == 0 and type(model[0]) is nn.Linear
+    with pytest.raises(ValueError, match="AVX-512"):
+        PackedLinear.from_linear(model[0])
+    pair = load_pair("tiny-random", draft_dtype="bfloat16", target_dtype="bfloat16")
+    assert not pair.prepacked and packed_layer_count(pair.target) == packed_layer_count(pair.draft) == 0
+    trace = SpeculativeEngine(pair).generate("fallback", SpecConfig(k=3, max_new_tokens=12))
+    assert trace.output.token_ids == reference.output.token_ids
+    assert load_pair("tiny-random", target_dtype="float32").prepacked      # float32 packs on any x86 CPU
 
 
 def test_load_pair_prepacks_the_target_and_quantizes_an_int8_draft():

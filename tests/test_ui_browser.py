@@ -1,18 +1,22 @@
 """End to end in Debian's chromium (Playwright): run the real tiny-random pair, watch the timeline
-grow, scrub; stop a (slow, fake) run and keep its steps; upload traces; phone width.
+grow, scrub; stop a (gated, fake) run and keep its steps; upload traces; phone width.
 
+Every assertion waits for the exact figure state it checks (Plotly draws after the status line
+changes), never for time, so a busy or slow machine only makes the tests slower.
 Screenshots land in test-artifacts/ (desktop, phone, large text) for a person to look at.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, DEMO_SWEEP, DemoTrace
+from specviz.stop import StopSignals
 from trace_factory import make_trace
 from ui_server import serve
 
@@ -22,6 +26,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+WAIT_MS = 180_000        # how long a wait may take before it counts as hung (a limit, not a speed claim)
 SPAN_JS = """() => {
     const range = document.querySelector('#sv-timeline .js-plotly-plot').layout.xaxis.range;
     return range[1] - range[0];
@@ -31,6 +36,7 @@ COLUMNS_JS = """() => {
     const xs = plot.data.filter(t => t.meta !== 'carryover').flatMap(t => Array.from(t.x));
     return new Set(xs.filter(x => x !== null)).size;
 }"""
+FONT_JS = """() => document.querySelector('#sv-timeline .js-plotly-plot').layout.font.size"""
 CELLS_JS = """(category) => {
     const plot = document.querySelector('#sv-timeline .js-plotly-plot');
     if (!plot || !plot.data) return -1;
@@ -57,18 +63,36 @@ def tiny_app():
     demo.close()
 
 
+RECORDED = (4, 2, 0, 4, 3, 1, 4, 2) * 3          # the slow app's recorded trace: 24 steps
+HELD_AFTER = 3                                   # the gated run's steps before it waits for Stop
+
+
 @pytest.fixture
-def slow_app():
-    recorded = DemoTrace(make_trace([4, 2, 0, 4, 3, 1, 4, 2] * 3, sampling=True), "recorded.json")
-    demo, url = serve(FakeRunner(accepted=(4, 2, 0, 4, 3, 1, 4, 2) * 4, delay=0.4), demo_trace=recorded)
+def slow_app(monkeypatch):
+    """A fake run that records HELD_AFTER steps, then holds its next step until the server has
+    received Stop: what Stop keeps is then exactly HELD_AFTER + 1 steps, however slow the machine."""
+    stop_received = threading.Event()
+    request_stop = StopSignals.request_stop
+
+    def request_stop_and_release(signals: StopSignals, session: str) -> bool:
+        stopped = request_stop(signals, session)
+        stop_received.set()
+        return stopped
+
+    monkeypatch.setattr(StopSignals, "request_stop", request_stop_and_release)
+    recorded = DemoTrace(make_trace(list(RECORDED), sampling=True), "recorded.json")
+    runner = FakeRunner(accepted=RECORDED + RECORDED, hold_after=HELD_AFTER, release=stop_received)
+    demo, url = serve(runner, demo_trace=recorded)
     yield url
+    stop_received.set()
     demo.close()
 
 
 def open_page(browser, url, width=1440, height=900):
     page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(WAIT_MS)
     page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#sv-timeline .js-plotly-plot", timeout=30_000)
+    page.wait_for_selector("#sv-timeline .js-plotly-plot")
     return page
 
 
@@ -77,9 +101,17 @@ def choose_preset(page, name):
     page.get_by_role("option", name=name).click()
 
 
-def wait_status(page, text, timeout=60_000):
-    page.wait_for_function("(text) => document.querySelector('#sv-status').innerText.includes(text)", arg=text,
-                           timeout=timeout)
+def wait_status(page, text):
+    page.wait_for_function("(text) => document.querySelector('#sv-status').innerText.includes(text)", arg=text)
+
+
+def wait_cells(page, category, condition):
+    """Wait until the timeline's count of `category` cells satisfies the JS `condition` on n."""
+    page.wait_for_function(f"(n => {condition})(({CELLS_JS})({json.dumps(category)}))")
+
+
+def wait_columns(page, count):
+    page.wait_for_function(f"({COLUMNS_JS})() === {count}")
 
 
 def upload(page, path):
@@ -100,26 +132,28 @@ def test_tiny_random_run_scrub_and_screenshots(browser, tiny_app):
     page.fill("#sv-max-new input[type=number]", "96")
     page.press("#sv-max-new input[type=number]", "Enter")
     page.click("#sv-run")
-    page.wait_for_function(f"({CELLS_JS})('accepted') + ({CELLS_JS})('rejected') > 0", timeout=60_000)
+    page.wait_for_function(f"({CELLS_JS})('accepted') + ({CELLS_JS})('rejected') > 0")
     wait_status(page, "Done")
     status = page.inner_text("#sv-status")
     num_steps = int(status.split("Done: ")[1].split(" steps")[0])
-    assert num_steps > 5 and page.evaluate(COLUMNS_JS) == num_steps     # one timeline column per recorded step
+    assert num_steps > 5
+    wait_columns(page, num_steps)                                       # one timeline column per recorded step
     assert "96 new tokens" in status or "EOS" in status
 
     scrubber = page.locator("#sv-scrubber input[type=range]")
     scrubber.focus()
     page.keyboard.press("Home")
-    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 0')", timeout=10_000)
+    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 0')")
     page.click("#sv-next")
-    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 1')", timeout=10_000)
+    page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step 1')")
     assert "target cache" in detail_text(page) and "draft cache" in detail_text(page)
     page.screenshot(path=str(ARTIFACTS / "browser-desktop.png"), full_page=True)
 
     page.set_viewport_size({"width": 1280, "height": 800})
+    small_font = page.evaluate(FONT_JS)
     page.check("#sv-large input")
     page.wait_for_function("document.body.classList.contains('sv-large')")
-    page.wait_for_timeout(1500)
+    page.wait_for_function(f"({FONT_JS})() > {small_font}")           # the figures redrawn in large text
     page.screenshot(path=str(ARTIFACTS / "browser-large-text.png"))
     page.close()
 
@@ -127,35 +161,40 @@ def test_tiny_random_run_scrub_and_screenshots(browser, tiny_app):
 def test_replay_and_phone_width(browser, slow_app):
     ARTIFACTS.mkdir(exist_ok=True)
     desktop = open_page(browser, slow_app)
-    recorded = desktop.evaluate(CELLS_JS, "accepted")
-    assert recorded > 0 and desktop.evaluate(SPAN_JS) == 16          # the recorded trace, before any model loads
+    recorded = sum(RECORDED)                                          # the recorded trace, before any model loads
+    wait_cells(desktop, "accepted", f"n === {recorded}")
+    desktop.wait_for_function(f"({SPAN_JS})() === 16")
     desktop.click("#sv-replay")                                       # ... plays back step by step
-    wait_status(desktop, "Replaying… step 1 of 23")
-    assert desktop.evaluate(CELLS_JS, "accepted") < recorded
+    wait_cells(desktop, "accepted", f"n >= 0 && n < {recorded}")
     desktop.click("#sv-stop")
     wait_status(desktop, "Replayed 24 recorded steps")
-    assert desktop.evaluate(CELLS_JS, "accepted") == recorded
+    wait_cells(desktop, "accepted", f"n === {recorded}")              # Stop shows the whole trace again
+    wait_columns(desktop, len(RECORDED))
     desktop.close()
     phone = open_page(browser, slow_app, width=390, height=844)     # a phone loads the page at its own width
-    phone.wait_for_function(f"({SPAN_JS})() < 10", timeout=15_000)
+    phone.wait_for_function(f"({SPAN_JS})() < 10")
     phone.screenshot(path=str(ARTIFACTS / "browser-phone.png"), full_page=True)
     phone.close()
 
 
 def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app, tmp_path):
     page = open_page(browser, slow_app)
+    wait_columns(page, len(RECORDED))                       # the recorded trace is on screen
     page.click("#sv-run")
-    wait_status(page, "Running… step 2")
-    page.click("#sv-stop")
-    wait_status(page, "Stopped: the", timeout=60_000)   # a loaded CI machine finishes the step slowly
-    kept = page.evaluate(CELLS_JS, "accepted")
-    assert kept > 0 and "incomplete" in page.inner_text("#sv-output")
+    wait_status(page, "Running…")                           # the run's own views replace it ...
+    wait_cells(page, "accepted", f"n < {sum(RECORDED)}")    # ... the live timeline with fewer steps
+    page.click("#sv-stop")                                  # the run holds its step HELD_AFTER until Stop arrives
+    wait_status(page, f"Stopped: the {HELD_AFTER + 1} steps recorded so far are kept.")
+    kept = sum(RECORDED[:HELD_AFTER + 1])
+    wait_cells(page, "accepted", f"n === {kept}")
+    wait_columns(page, HELD_AFTER + 1)
+    assert "incomplete" in page.inner_text("#sv-output")
     page.click("#sv-prev")                                  # scrubbing works on the kept steps
     page.wait_for_function("document.querySelector('#sv-detail').innerText.includes('Step ')")
 
     page.fill("#sv-prompt textarea", "")
     page.click("#sv-run")
-    page.wait_for_selector("text=The prompt is empty", timeout=15_000)
+    page.wait_for_selector("text=The prompt is empty")
     assert page.evaluate(CELLS_JS, "accepted") == kept        # an error loses nothing
 
     good = tmp_path / "good.json"
@@ -163,14 +202,14 @@ def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app
     page.click("#sv-io")
     upload(page, good)
     wait_status(page, "Replaying an uploaded trace: 3 steps")
-    assert page.evaluate(CELLS_JS, "accepted") == 5
+    wait_cells(page, "accepted", "n === 5")
     page.click("#sv-export")                                  # downloads: the trace JSON and the figure page
-    page.wait_for_selector("#sv-files [aria-label='specviz-figures.html']", timeout=20_000)
+    page.wait_for_selector("#sv-files [aria-label='specviz-figures.html']")
     assert page.locator("#sv-files [aria-label='specviz-trace.json'] >> xpath=..").locator("a[download]").count() == 1
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"schema": "specviz.trace/1"}), encoding="utf-8")
     upload(page, broken)
-    page.wait_for_selector("text=Not a SpecViz trace", timeout=15_000)
+    page.wait_for_selector("text=Not a SpecViz trace")
     assert page.evaluate(CELLS_JS, "accepted") == 5
     page.close()
 
@@ -190,43 +229,47 @@ DIVERGENCE_JS = """() => {
 }"""
 
 
-def plot_cells(page, selector, category):
-    return page.evaluate("""([selector, category]) => {
-        const plot = document.querySelector(`${selector} .js-plotly-plot`);
-        if (!plot || !plot.data) return -1;
-        return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
-    }""", [selector, category])
+PLOT_CELLS_JS = """([selector, category]) => {
+    const plot = document.querySelector(`${selector} .js-plotly-plot`);
+    if (!plot || !plot.data) return -1;
+    return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
+}"""
 
 
-def wait_text(page, selector, text, timeout=60_000):
+def wait_true(page, expression):
+    """Wait until a JS expression over the page's figures is true (the state, not a status line)."""
+    page.wait_for_function(f"() => {expression}")
+
+
+def wait_text(page, selector, text):
     page.wait_for_function("([selector, text]) => document.querySelector(selector).innerText.includes(text)",
-                           arg=[selector, text], timeout=timeout)
+                           arg=[selector, text])
 
 
 def test_explore_tab_sweeps_and_compares_on_tiny_random(browser, tiny_app):
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_page(browser, tiny_app)
     page.get_by_role("tab", name="Explore").click()
-    page.wait_for_selector("#sv-heat-speedup .js-plotly-plot", timeout=30_000)
+    page.wait_for_selector("#sv-heat-speedup .js-plotly-plot")
     if (ASSETS_DIR / "sweeps" / DEMO_SWEEP).exists():            # the recorded sweep shows before anything runs
-        assert page.evaluate(HEAT_JS, "sv-heat-speedup") > 0
+        wait_true(page, f"({HEAT_JS})('sv-heat-speedup') > 0")
         page.wait_for_selector("#sv-theory .js-plotly-plot")
     page.click("#sv-explore-preset input")
     page.get_by_role("option", name="tiny-random").click()
     page.fill("#sv-sweep-max-new input[type=number]", "8")
     page.press("#sv-sweep-max-new input[type=number]", "Enter")
     page.click("#sv-sweep-run")
-    wait_text(page, "#sv-sweep-status", "Done: 12 runs", timeout=120_000)
+    wait_text(page, "#sv-sweep-status", "Done: 12 runs")
     for heatmap in ("sv-heat-acceptance", "sv-heat-length", "sv-heat-speedup"):
-        assert page.evaluate(HEAT_JS, heatmap) == 12                  # 6 k x 2 temperatures, every cell drawn
-    assert page.evaluate(STARS_JS) == 2                               # the fastest k of each temperature
-    assert plot_cells(page, "#sv-theory", "measured.speedup") == 6
+        wait_true(page, f"({HEAT_JS})('{heatmap}') === 12")          # 6 k x 2 temperatures, every cell drawn
+    wait_true(page, f"({STARS_JS})() === 2")                          # the fastest k of each temperature
+    wait_true(page, f"({PLOT_CELLS_JS})(['#sv-theory', 'measured.speedup']) === 6")
     page.get_by_text("draft model vs n-gram").click()
     page.click("#sv-compare-run")
     wait_text(page, "#sv-compare-status", "Done: A and B side by side.")
-    assert plot_cells(page, "#sv-compare-a", "accepted") > 0 and plot_cells(page, "#sv-compare-b", "accepted") >= 0
-    assert "target forwards" in page.inner_text("#sv-compare-table")
-    page.wait_for_timeout(500)
+    wait_true(page, f"({PLOT_CELLS_JS})(['#sv-compare-a', 'accepted']) > 0 && "
+                    f"({PLOT_CELLS_JS})(['#sv-compare-b', 'accepted']) >= 0")
+    wait_text(page, "#sv-compare-table", "target forwards")
     page.screenshot(path=str(ARTIFACTS / "browser-explore.png"), full_page=True)
     page.close()
 
@@ -235,19 +278,18 @@ def test_lab_tab_records_every_stage_on_tiny_random(browser, tiny_app):
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_page(browser, tiny_app)
     page.get_by_role("tab", name="Lab").click()
-    page.wait_for_selector("#sv-lab-timeline .js-plotly-plot", timeout=30_000)
+    page.wait_for_selector("#sv-lab-timeline .js-plotly-plot")
     if not page.is_visible("#sv-lab-run"):
         page.click("#sv-lab-run-box")
     page.click("#sv-lab-preset input")
     page.get_by_role("option", name="tiny-random").click()
     page.fill("#sv-lab-prompt textarea", "Write a palindrome check in Python.")
     page.click("#sv-lab-run")
-    wait_text(page, "#sv-lab-status", "Recorded all 5 runs", timeout=120_000)
-    assert page.evaluate(DIVERGENCE_JS) == 1                          # stage A leaves target-only: a red line
-    assert "output leaves target-only decoding" in page.inner_text("#sv-lab-verdict")
-    page.wait_for_timeout(500)
+    wait_text(page, "#sv-lab-status", "Recorded all 5 runs")
+    wait_true(page, f"({DIVERGENCE_JS})() === 1")                     # stage A leaves target-only: a red line
+    wait_text(page, "#sv-lab-verdict", "output leaves target-only decoding")
     page.screenshot(path=str(ARTIFACTS / "browser-lab.png"), full_page=True)
     page.get_by_text("D. + real cutoff").click()
     wait_text(page, "#sv-lab-verdict", "identical to target-only")
-    assert page.evaluate(DIVERGENCE_JS) == 0
+    wait_true(page, f"({DIVERGENCE_JS})() === 0")
     page.close()

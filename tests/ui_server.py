@@ -21,6 +21,9 @@ from specviz.runner import Runner  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
 
+PORT_ATTEMPTS = 5
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -32,10 +35,15 @@ def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None 
     """Start the app as app.py does, without blocking; returns the Blocks (call .close()) and its URL."""
     demo = build_demo(runner, demo_trace=demo_trace, policy=policy)
     demo.queue(default_concurrency_limit=1, max_size=max_size)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port or free_port(), prevent_thread_lock=True,
-                            quiet=True, max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS, theme=theme(),
-                            css=css(), ssr_mode=False)
-    return demo, url
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port or free_port(), prevent_thread_lock=True,
+                                    quiet=True, max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS,
+                                    theme=theme(), css=css(), ssr_mode=False)
+            return demo, url
+        except OSError:          # another process took the free port between our probe and the bind
+            if port is not None or attempt == PORT_ATTEMPTS:
+                raise
 
 
 if __name__ == "__main__":
