@@ -33,8 +33,9 @@ class Drafter(Protocol):
 
     def propose(self, committed: list[int], k: int) -> Proposal: ...
 
-    def on_verified(self, proposal: Proposal, num_accepted: int) -> CacheLengths | None:
-        """Roll back what the target rejected; return the cache lengths through the step."""
+    def on_verified(self, proposal: Proposal, num_kept: int) -> CacheLengths | None:
+        """Hear how many drafts the output keeps (the number accepted, fewer when an EOS ended
+        the run); roll back the rest and return the cache lengths through the step."""
 
 
 class ModelDrafter:
@@ -42,7 +43,8 @@ class ModelDrafter:
 
     After a step whose k drafts were all accepted, the draft cache lacks d_k (the
     draft produced it but never fed it) and the bonus token: both are pending and
-    fed first next step. That is the bonus-token carryover (lab problem B).
+    fed first next step. That is the bonus-token carryover (lab problem B). With
+    carryover off (lab), d_k is skipped instead: its position is missing, not stale.
     """
 
     has_cache = True
@@ -85,13 +87,13 @@ class ModelDrafter:
         elapsed = (time.perf_counter() - started) * 1000
         return Proposal(token_ids, torch.stack(rows), carryover, before, self.kv.length, elapsed)
 
-    def on_verified(self, proposal: Proposal, num_accepted: int) -> CacheLengths:
+    def on_verified(self, proposal: Proposal, num_kept: int) -> CacheLengths:
         k = len(proposal.token_ids)
-        cut = max(0, k - num_accepted - 1)      # the draft never fed d_k, so it holds one fewer than the target
-        self.kv.cutoff(cut, self.cutoff_mode)
-        self.kv.num_committed += min(num_accepted, max(k - 1, 0))
-        self._skip_last_draft = k > 0 and num_accepted == k and not self.carryover
-        return CacheLengths(proposal.cache_before, proposal.cache_after_forward, cut, self.kv.length)
+        fed = max(k - 1, 0)                     # the draft fed d_1..d_{k-1}, never d_k
+        removed = self.kv.cutoff(fed - min(num_kept, fed), self.cutoff_mode)      # max(0, k - kept - 1)
+        self.kv.num_committed += min(num_kept, fed)
+        self._skip_last_draft = k > 0 and num_kept == k and not self.carryover
+        return self.kv.lengths(proposal.cache_before, proposal.cache_after_forward, removed)
 
 
 class NgramDrafter:
@@ -109,7 +111,7 @@ class NgramDrafter:
         token_ids = find_continuation(committed, k, self.ngram_min, self.ngram_max) if k > 0 else []
         return Proposal(token_ids, None, elapsed_ms=(time.perf_counter() - started) * 1000)
 
-    def on_verified(self, proposal: Proposal, num_accepted: int) -> None:
+    def on_verified(self, proposal: Proposal, num_kept: int) -> None:
         return None
 
 

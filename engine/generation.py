@@ -42,7 +42,8 @@ class Generation:
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
-        self.adaptive = (AdaptiveDraftLength(config.k, min(2 * config.k, MAX_K), pair.step_costs)
+        self.adaptive = (AdaptiveDraftLength(config.k, min(2 * config.k, MAX_K),
+                                             pair.step_costs.for_drafter(config.drafter))
                          if config.adaptive_k else None)
         self.is_done = False
         self.elapsed_s = 0.0
@@ -128,24 +129,29 @@ class Generation:
 
     def _cutoff(self, proposal: Proposal, acceptance: Acceptance, kv_before: int,
                 kv_forward: int) -> tuple[CacheLengths, CacheLengths | None]:
-        """Remove rejected positions: the target loses k - accepted, the draft max(0, k - accepted - 1)."""
-        cut = len(proposal.token_ids) - acceptance.num_accepted
-        self.target.cutoff(cut, self.config.cutoff_mode)
-        self.target.num_committed += acceptance.num_accepted
-        kv_target = CacheLengths(kv_before, kv_forward, cut, self.target.length)
-        return kv_target, self.drafter.on_verified(proposal, acceptance.num_accepted)
+        """Retire the drafts the output does not keep: the target loses k - kept, the draft
+        max(0, k - kept - 1) (kept = accepted, fewer when an EOS ends the run early)."""
+        num_kept = sum(kind == "accepted" for _, kind in self._run(proposal, acceptance))
+        removed = self.target.cutoff(len(proposal.token_ids) - num_kept, self.config.cutoff_mode)
+        self.target.num_committed += num_kept
+        return self.target.lengths(kv_before, kv_forward, removed), self.drafter.on_verified(proposal, num_kept)
 
     def _emit(self, proposal: Proposal, acceptance: Acceptance) -> tuple[list[EmittedToken], bool]:
-        """Append accepted + 1 tokens, stopping at EOS (inclusive) or the token budget."""
-        run = [(token, "accepted") for token in proposal.token_ids[:acceptance.num_accepted]]
-        run.append((acceptance.next_token, acceptance.next_kind))
-        run = run[:self.config.max_new_tokens - self.num_new_tokens]
-        emitted, eos = [], False
-        for token, kind in run:
-            emitted.append(EmittedToken(token, self.pair.token_text(token) if self.recorder.detailed else "", kind))
-            if token in self.pair.eos_token_ids:
-                eos = True
-                break
+        """Append the step's run: accepted + 1 tokens, fewer at an EOS or the token budget."""
+        emitted = [EmittedToken(token, self.pair.token_text(token) if self.recorder.detailed else "", kind)
+                   for token, kind in self._run(proposal, acceptance)]
+        eos = emitted[-1].id in self.pair.eos_token_ids
         self.committed.extend(token.id for token in emitted)
         self.is_done = eos or self.num_new_tokens >= self.config.max_new_tokens
         return emitted, eos
+
+    def _run(self, proposal: Proposal, acceptance: Acceptance) -> list[tuple[int, str]]:
+        """(token, kind) of what this step commits: the accepted drafts and the next token, ending
+        at the first EOS (inclusive) or at the token budget; drafts after an EOS are not kept."""
+        run = [(token, "accepted") for token in proposal.token_ids[:acceptance.num_accepted]]
+        run.append((acceptance.next_token, acceptance.next_kind))
+        run = run[:self.config.max_new_tokens - self.num_new_tokens]
+        for end, (token, _) in enumerate(run):
+            if token in self.pair.eos_token_ids:
+                return run[:end + 1]
+        return run

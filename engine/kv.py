@@ -1,9 +1,10 @@
 """One model's KV cache and its length bookkeeping; every rollback goes through here.
 
 `num_committed` counts the committed tokens this cache has dealt with (fed, or in
-lab mode deliberately skipped); the physical `length` can differ from it only in
-lab modes that keep stale positions. Rejected positions are removed for real
-(transformers 5.x: `DynamicCache.crop(-n)` removes n tokens).
+lab mode deliberately skipped); `num_stale` counts the positions it holds that are
+no committed text (rejected drafts the lab modes keep, zero-filled or not). Rejected
+positions are removed for real (transformers 5.x: `DynamicCache.crop(-n)` removes n
+tokens), and `lengths()` writes what happened into the step's record.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
+
+from engine.config import CUTOFF_MODES
+from engine.records import CacheLengths
 
 
 @dataclass
@@ -29,6 +33,7 @@ class KVCache:
         self.vocab_size = vocab_size      # logits are cut to this width (padded embedding rows dropped)
         self.cache = DynamicCache(config=model.config)
         self.num_committed = 0
+        self.num_stale = 0                # positions holding no committed text (lab modes only)
 
     @property
     def length(self) -> int:
@@ -47,17 +52,28 @@ class KVCache:
         logits = output.logits[0, -num_logits:, :self.vocab_size].float()                  # (num_logits, V)
         return ForwardResult(logits, before, self.length)
 
-    def cutoff(self, num_tokens: int, mode: str = "truncate") -> None:
-        """Drop the last num_tokens positions. Lab modes: "none" keeps them, "zero_fill"
-        zeroes their keys and values in place (lab problem C) so the length never shrinks."""
-        if num_tokens <= 0 or mode == "none":
-            return
+    def cutoff(self, num_tokens: int, mode: str = "truncate") -> int:
+        """Retire the last num_tokens positions (drafts the committed text does not keep) and
+        return how many were removed: all of them under "truncate". The lab modes remove none
+        and count them as stale: "none" keeps them as they are, "zero_fill" zeroes their keys
+        and values in place (lab problem C)."""
+        if mode not in CUTOFF_MODES:
+            raise ValueError(f"unknown cutoff mode {mode!r}")
+        if num_tokens <= 0:
+            return 0
         if mode == "truncate":
             self.cache.crop(-num_tokens)
-            return
-        for layer in self.cache.layers:
-            layer.keys[..., -num_tokens:, :].zero_()
-            layer.values[..., -num_tokens:, :].zero_()
+            return num_tokens
+        if mode == "zero_fill":
+            for layer in self.cache.layers:
+                layer.keys[..., -num_tokens:, :].zero_()                   # (1, heads, num_tokens, head_dim)
+                layer.values[..., -num_tokens:, :].zero_()
+        self.num_stale += num_tokens
+        return 0
+
+    def lengths(self, before: int, after_forward: int, removed: int) -> CacheLengths:
+        """This step's record of the cache, taken after its cutoff."""
+        return CacheLengths(before, after_forward, removed, self.length, self.num_stale)
 
     def key_values(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer (keys, values), each (1, heads, length, head_dim); for invariant checks."""

@@ -41,8 +41,9 @@ LAB_STAGES: tuple[LabStage, ...] = (
              "the committed length at every rejection."),
     LabStage("C", "C. + cache cutoff by zero-filling", True, "zero_fill",
              "Rejected positions are now zeroed in place (the lab's problem C answer). Their values are "
-             "gone, but the slots remain: attention still gives each zero key a weight of exp(0), diluting "
-             "real context with empty vectors, and new tokens still get positions past the real end."),
+             "gone, but the slots remain: nothing is removed, so the KV records count them as stale, and "
+             "attention still gives each zero key a weight of exp(0), diluting real context with empty vectors, "
+             "and new tokens still get positions past the real end."),
     LabStage("D", "D. + real cutoff", True, "truncate",
              "Rejected positions are removed from both caches: the target loses k - accepted, the draft "
              "max(0, k - accepted - 1). Every cache equals a fresh prefill of the committed text again, "
@@ -69,21 +70,23 @@ def first_divergence(trace: Trace, reference_ids: Sequence[int]) -> int | None:
 
 
 def cache_drift(trace: Trace) -> list[tuple[int, int | None]]:
-    """Per step, (target, draft) cache length after cutoff minus what a correct engine holds.
+    """Per step, (target, draft) cache length after cutoff minus what a correct engine holds:
+    the stale positions (`CacheLengths.stale`) minus the missing ones (a draft whose d_k
+    was skipped without carryover).
 
-    A correct target holds every committed token but the last emitted one; a correct
-    draft also lacks d_k after a fully accepted step, and is not run at all in a step
-    that drafts nothing (its expected length then stays where it was).
+    A correct target holds the committed tokens before the step and the drafts the step
+    keeps (every committed token but the last emitted one, unless an EOS among the drafts
+    ended the run); a correct draft fed all but d_k, and is not run at all in a step that
+    drafts nothing (its expected length then stays where it was).
     """
     drift = []
     expected_draft = 0
     for step in trace.steps:
-        committed_after = step.context_len + step.num_emitted
-        target = step.kv_target.after_cutoff - (committed_after - 1)
+        target = step.kv_target.after_cutoff - (step.context_len + step.num_kept)
         draft = None
         if step.kv_draft is not None:
             if step.k > 0:
-                expected_draft = committed_after - 1 - (1 if step.num_accepted == step.k else 0)
+                expected_draft = step.context_len + min(step.num_kept, step.k - 1)
             draft = step.kv_draft.after_cutoff - expected_draft
         drift.append((target, draft))
     return drift

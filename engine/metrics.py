@@ -40,7 +40,7 @@ class Summary:
     tokens_per_s: float | None
     baseline: BaselineStats | None
     estimated_alpha: float | None    # mean over draft positions of sum_x min(p(x), q(x))
-    cost_ratio: float | None         # draft time per drafted token / verify time per step
+    cost_ratio: float | None         # draft time per drafted token / verify time per step (prefill step excluded)
 
     @property
     def speedup(self) -> float | None:
@@ -65,9 +65,6 @@ def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStat
                 reached[position] += 1
                 accepted_at[position] += verdict == "accepted"
     overlaps = [value for step in steps for value in step.overlap]
-    draft_ms = sum(step.timing.draft for step in steps)
-    verify_ms = sum(step.timing.verify for step in steps)
-    cost_ratio = (draft_ms / drafted) / (verify_ms / len(steps)) if drafted and verify_ms > 0 else None
     return Summary(
         new_tokens=new_tokens,
         steps=len(steps),
@@ -82,8 +79,18 @@ def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStat
         tokens_per_s=new_tokens / wall_s if wall_s > 0 else None,
         baseline=baseline,
         estimated_alpha=sum(overlaps) / len(overlaps) if overlaps else None,
-        cost_ratio=cost_ratio,
+        cost_ratio=cost_ratio(steps),
     )
+
+
+def cost_ratio(steps: Sequence[StepRecord]) -> float | None:
+    """c = draft time per drafted token / verify time per step, over the steps after the first: the
+    first step's forwards also prefill the prompt in both models, which is no part of a step's cost."""
+    timed = steps[1:] if len(steps) > 1 else steps
+    drafted = sum(step.k for step in timed)
+    draft_ms = sum(step.timing.draft for step in timed)
+    verify_ms = sum(step.timing.verify for step in timed)
+    return (draft_ms / drafted) / (verify_ms / len(timed)) if drafted and verify_ms > 0 else None
 
 
 def expected_tokens_per_step(alpha: float, k: int) -> float:

@@ -2,7 +2,7 @@
 
 These are what the recorder writes and what every figure draws. No tensors ever
 reach them, so a trace is cheap to keep, safe to serialise, and replayable
-without a model. Field names follow DESIGN.md section 3 (schema specviz.trace/1).
+without a model. Field names follow DESIGN.md sections 3 and 3b (schema specviz.trace/2).
 """
 
 from __future__ import annotations
@@ -53,12 +53,24 @@ class EmittedToken:
 
 @dataclass(frozen=True)
 class CacheLengths:
-    """One model's KV cache length through a step; `cutoff` positions were removed."""
+    """One model's KV cache length through a step.
 
-    before: int
+    `cutoff` positions were removed (after_cutoff == after_forward - cutoff; 0 in the lab modes
+    that remove nothing). `stale` counts the positions left after the step that hold no committed
+    text (rejected drafts kept, rows zero-filled), over the whole run so far; 0 under truncation,
+    None when unknown (a specviz.trace/1 file, whose `cutoff` is read as given).
+    """
+
+    before: int                       # == the previous step's after_cutoff
     after_forward: int
     cutoff: int
     after_cutoff: int
+    stale: int | None
+
+    @property
+    def num_text(self) -> int | None:
+        """Positions that hold committed text, or None when `stale` is unknown."""
+        return None if self.stale is None else self.after_cutoff - self.stale
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,11 @@ class StepRecord:
     @property
     def num_emitted(self) -> int:
         return len(self.emitted)
+
+    @property
+    def num_kept(self) -> int:
+        """Accepted drafts that stay in the output: num_accepted, fewer when an EOS ended the run early."""
+        return sum(token.kind == "accepted" for token in self.emitted)
 
     @property
     def rejected_at(self) -> int | None:

@@ -23,7 +23,7 @@ from specviz.figures.timeline import timeline_figure
 from specviz.style import FigureStyle
 from specviz.tokens import percent, visible
 
-REFERENCE = "D"                       # the correct engine: equals target-only in float32 greedy decoding
+REFERENCE = "D"                       # the correct engine: target-only's output in float32 greedy decoding
 WHAT_IF = "sampled-draft"             # key (and recorded file lab-sampled-draft.json) of the extra run
 SAMPLED_DRAFT_TEMPERATURE = 1.0
 
@@ -168,8 +168,9 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
     if reference is None or diff is None:
         return "<div class='sv-note'>No stage D run to compare with: run the lab.</div>"
     where = ("D was checked against target-only decoding" if lab.checked
-             else "but D itself differed from target-only: please report it" if lab.checked is False
-             else "D equals target-only (greedy, float32)")
+             else "but D itself differed from target-only: a float-rounding near tie or a bug, please report it"
+             if lab.checked is False
+             else "D is target-only's output, exact up to float rounding at near ties (greedy, float32)")
     if diff.identical:
         badge = "<span class='sv-badge sv-ok'>✓ output identical to target-only decoding</span>"
         return f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"

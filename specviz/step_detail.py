@@ -29,7 +29,7 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
         _table(step, greedy),
         _resolution(step, greedy),
         _emitted(step),
-        _caches(step),
+        _caches(trace, step),
     ]
     return "<div class='sv-detail'>" + "".join(parts) + "</div>"
 
@@ -119,18 +119,42 @@ def _emitted(step: StepRecord) -> str:
     return f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''}</div>"
 
 
-def _caches(step: StepRecord) -> str:
-    lines = [cache_sentence("target", step.kv_target)]
-    lines.append(cache_sentence("draft", step.kv_draft) if step.kv_draft is not None
-                 else "draft: n-gram lookup, no cache")
+def _caches(trace: Trace, step: StepRecord) -> str:
+    position = trace.steps.index(step)
+    previous = trace.steps[position - 1] if position else None
+    mode = trace.config.cutoff_mode
+    lines = [cache_sentence("target", step.kv_target, previous.kv_target if previous else None, mode)]
+    lines.append(cache_sentence("draft", step.kv_draft, previous.kv_draft if previous else None, mode)
+                 if step.kv_draft is not None else "draft: n-gram lookup, no cache")
     return "<div class='sv-row sv-caches'>" + "".join(f"<div>{escape(line)}</div>" for line in lines) + "</div>"
 
 
-def cache_sentence(model: str, cache: CacheLengths) -> str:
-    """'target cache 48 -> 53 -> 50: 3 rejected positions cut'."""
-    cut = (f"{cache.cutoff} rejected position{'s' * (cache.cutoff != 1)} cut" if cache.cutoff
-           else "nothing to cut")
-    return f"{model} cache {cache.before} → {cache.after_forward} → {cache.after_cutoff}: {cut}"
+def cache_sentence(model: str, cache: CacheLengths, previous: CacheLengths | None = None,
+                   cutoff_mode: str = "truncate") -> str:
+    """'target cache 48 → 53 → 50: 3 rejected positions cut', or where a lab mode keeps them
+    'target cache 64 → 70: 5 rejected positions left in place, 12 stale in total'.
+
+    `previous` is the step before's record of the same cache (None for the first step): the
+    positions left this step are the growth of the cumulative `stale`.
+    """
+    lengths = f"{model} cache {cache.before} → {cache.after_forward}"
+    if cache.cutoff:
+        lengths += f" → {cache.after_cutoff}"
+    parts = [f"{_rejected(cache.cutoff)} cut"] if cache.cutoff else []
+    if cache.stale is None:
+        return f"{lengths}: {(parts or ['nothing to cut'])[0]}; stale positions unknown (a specviz.trace/1 record)"
+    stale_before = previous.stale if previous is not None and previous.stale is not None else 0
+    if cache.stale > stale_before:
+        kept = "zero-filled in place" if cutoff_mode == "zero_fill" else "left in place"
+        parts.append(f"{_rejected(cache.stale - stale_before)} {kept}")
+    parts = parts or ["nothing to cut"]
+    if cache.stale:
+        parts.append(f"{cache.stale} stale in total")
+    return f"{lengths}: {', '.join(parts)}"
+
+
+def _rejected(count: int) -> str:
+    return f"{count} rejected position{'s' * (count != 1)}"
 
 
 def _chip(text: str, kind: str) -> str:

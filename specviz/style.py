@@ -22,6 +22,7 @@ COLORS = {
     "target": "#0072B2",
     "draft": "#E69F00",        # orange
     "cut": "#D55E00",
+    "stale": "#CC79A7",        # reddish purple: cache positions that hold no committed text (lab modes)
     "committed": "#555555",
     "model": "#000000",
 }

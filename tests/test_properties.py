@@ -161,10 +161,11 @@ def test_real_runs_keep_the_step_invariants(prompt, config):
         else:
             assert step.num_emitted == step.num_accepted + 1 and not step.eos
         assert step.eos == (step.emitted[-1].id in eos_ids)
-        assert step.kv_target.cutoff == step.k - step.num_accepted
+        assert step.kv_target.cutoff == step.k - step.num_kept          # kept: accepted, up to an EOS
         assert step.kv_target.after_cutoff == step.kv_target.after_forward - step.kv_target.cutoff
+        assert step.kv_target.stale == 0
         if step.kv_draft is not None:
-            assert step.kv_draft.cutoff == max(0, step.k - step.num_accepted - 1)
+            assert step.kv_draft.cutoff == max(0, step.k - step.num_kept - 1) and step.kv_draft.stale == 0
         else:
             assert config.drafter == "ngram"
     assert Trace.from_json(trace.to_json()) == trace

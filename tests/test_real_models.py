@@ -23,7 +23,7 @@ def test_qwen_coder_greedy_is_identical_to_target_only():
     summary = trace.summary
     assert summary.new_tokens == 32 and summary.baseline.identical and summary.baseline.exact_expected
     assert summary.acceptance_rate > 0.3                       # the real draft does predict the target
-    assert all(s.kv_target.after_cutoff == s.context_len + s.num_emitted - 1 for s in trace.steps)
+    assert all(s.kv_target.after_cutoff == s.context_len + s.num_kept and s.kv_target.stale == 0 for s in trace.steps)
 
 
 def test_qwen_coder_fast_pair_is_identical_to_the_plain_float32_target():

@@ -120,7 +120,8 @@ def model_errors(tmp_path) -> list[tuple[dict, str]]:
     custom = dict(preset=CUSTOM, drafter="ngram", draft="")
     return [
         (dict(prompt="x" * 1100, max_new_tokens=64), "Could not start: the prompt is 1101 tokens; with 64 new tokens "
-                                                     "that exceeds the model context of 1024 tokens"),
+                                                     "that exceeds the target tiny-random/target's context of 1024 "
+                                                     "tokens"),
         (dict(preset="no-such-preset"), "Could not start: unknown preset 'no-such-preset'; choose one of: qwen-coder"),
         (dict(custom, target=str(tmp_path / "missing")), "not found: no such file or directory, and not a Hub id"),
         (dict(custom, target=str(not_a_model)), "does not hold a model: it has no config.json"),
@@ -161,12 +162,17 @@ UPLOAD_ERRORS = [
     (b"name,k\nrun,4\n", "not valid JSON"),
     (json.dumps(_document())[:-40].encode(), "not valid JSON .*the file may be truncated"),
     (b"[1, 2, 3]", "trace must be an object, got list"),
-    (b'{"schema": "specviz.sweep/1", "runs": []}', "schema must be 'specviz.trace/1', got 'specviz.sweep/1'"),
+    (b'{"schema": "specviz.sweep/1", "runs": []}', "schema must be 'specviz.trace/2' or 'specviz.trace/1', got 'specviz.sweep/1'"),
     (_with(lambda d: d.pop("steps")), "missing field steps"),
     (_with(lambda d: d["steps"][0].update(num_accepted="4")), r"steps\[0\].num_accepted must be a whole number"),
     (_with(lambda d: d["summary"].update(accepted=99)), "summary.accepted is 99 but the steps give"),
     (_with(lambda d: d["steps"][1].update(num_accepted=3)), r"steps\[1\] says 3 accepted but its verdicts accept 1"),
     (_with(lambda d: d["output"].update(token_ids=[1, 2])), "output.token_ids differ from the tokens its steps emitted"),
+    (_with(lambda d: d["steps"][1]["accept_prob"].__setitem__(1, "x")),
+     r'steps\[1\]\.accept_prob\[1\] must be a probability or null, got "x"'),
+    (_with(lambda d: d["steps"][1]["overlap"].__setitem__(1, "x")), r'steps\[1\]\.overlap\[1\] must be a probability'),
+    (b'{"schema": ' + b"9" * 5000 + b"}", "it holds a number thousands of digits long"),
+    (b"[" * 100_000, "its JSON is nested too deeply to read"),
     (b" " * (MAX_TRACE_BYTES + 1), "over the 20 MiB trace size limit"),
     (b"", "The uploaded file is empty"),
 ]

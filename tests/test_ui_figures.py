@@ -7,11 +7,12 @@ import math
 import pytest
 
 from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
-from specviz.figures.kv_cache import kv_cache_figure
+from engine.trace import Trace
+from specviz.figures.kv_cache import OFFSET, kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.geometric import expected_histogram, truncated_geometric, verified_acceptance
-from specviz.style import LABELS, FigureStyle
-from trace_factory import html_trace, make_trace
+from specviz.style import COLORS, LABELS, FigureStyle
+from trace_factory import V1_FIXTURE, html_trace, make_trace, with_stale
 
 
 def by_meta(fig, meta):
@@ -54,7 +55,8 @@ def test_timeline_places_cells_by_step_and_position():
     assert list(bonus.x) == [1] and bonus.base[0] + bonus.y[0] / 2 == pytest.approx(5)   # the "target +1" row
     carry = by_meta(fig, "carryover")
     assert list(carry.x) == [1]                                            # fed at the start of the next step
-    assert "·is" in carry.hovertext[0] or carry.hovertext[0]
+    recovered = trace.steps[0].emitted[-1].text                          # step 0 rejected d2: its recovered token
+    assert list(carry.text) == [recovered] and carry.hovertext[0].endswith(f"before drafting:<br>{recovered}")
     assert [trace.name for trace in fig.data if trace.meta in LABELS] == [trace.name for trace in fig.data]
 
 
@@ -96,7 +98,37 @@ def test_kv_cache_values_equal_the_trace():
         assert list(by_meta(fig, f"{model}.cutoff").y) == [c.cutoff for c in caches]
     assert list(by_meta(fig, "target.committed").y) == [s.context_len + s.num_emitted for s in trace.steps]
     assert list(by_meta(fig, "target.cutoff").y) == [0, 3, 4, 2]
-    assert "target cache 16 → 21 → 18 (3 cut)" in by_meta(fig, "target.after_cutoff").hovertext[1]
+    assert by_meta(fig, "target.after_cutoff").hovertext[1] == "step 1: target cache 16 → 21 → 18: 3 rejected positions cut"
+    assert not cells(fig, "target.stale") and not cells(fig, "draft.stale")      # nothing stale to draw
+    assert "unknown" not in fig.layout.title.subtitle.text
+
+
+@pytest.mark.parametrize("zero_fill", [False, True])
+def test_kv_cache_draws_stale_positions_in_their_own_colour(zero_fill):
+    trace = with_stale(make_trace([4, 1, 0, 2]), zero_fill)          # a lab run: nothing cut, rejects stay
+    fig = kv_cache_figure(trace)
+    for model, attribute in (("target", "kv_target"), ("draft", "kv_draft")):
+        caches = [getattr(step, attribute) for step in trace.steps]
+        stale = by_meta(fig, f"{model}.stale")
+        assert stale.line.color == COLORS["stale"] and stale.line.color not in (COLORS["cut"], COLORS["accepted"])
+        segments = [(x, low, high) for x, low, high in zip(stale.x[0::3], stale.y[0::3], stale.y[1::3])]
+        assert segments == [(s.index + OFFSET, c.after_cutoff - c.stale, c.after_cutoff)
+                            for s, c in zip(trace.steps, caches) if c.stale]
+        assert list(by_meta(fig, f"{model}.cutoff").y) == [0, 0, 0, 0]
+    assert [c.stale for c in (s.kv_target for s in trace.steps)] == [0, 3, 7, 9]
+    kept = "zero-filled" if zero_fill else "left"
+    assert by_meta(fig, "target.stale").hovertext[3] == f"step 2: target cache 21 → 26: 4 rejected positions {kept} in place, 7 stale in total"
+    low, _ = fig.layout.yaxis.range
+    assert low < min(c.after_cutoff - c.stale for c in (s.kv_target for s in trace.steps[1:]))   # the whole bar shows
+
+
+def test_kv_cache_of_a_trace_1_file_says_stale_is_unknown():
+    trace = Trace.load(V1_FIXTURE)
+    fig = kv_cache_figure(trace)
+    assert "stale positions unknown" in fig.layout.title.subtitle.text
+    assert not any(str(t.meta).endswith(".stale") for t in fig.data)
+    hover = by_meta(fig, "target.after_cutoff").hovertext[0]
+    assert hover == "step 0: target cache 0 → 52 → 52: 5 rejected positions cut; stale positions unknown (a specviz.trace/1 record)"
 
 
 def test_kv_cache_without_a_draft_cache_draws_the_target_only():

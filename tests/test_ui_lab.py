@@ -75,10 +75,25 @@ def test_drift_figure_draws_engine_lab_cache_drift():
     assert list(next(t for t in fig.data if t.meta == "draft").y) == [d for _, d in drift]
     stale = dataclasses.replace(trace.steps[1], kv_target=dataclasses.replace(trace.steps[1].kv_target, cutoff=0,
                                                                               after_cutoff=trace.steps[1].kv_target
-                                                                              .after_forward))
+                                                                              .after_forward, stale=3))
     broken = dataclasses.replace(trace, steps=(trace.steps[0], stale, *trace.steps[2:]))
     target = next(t for t in drift_figure(broken).data if t.meta == "target")
-    assert target.y[1] == 3 and "3 stale positions kept" in target.customdata[1]
+    assert target.y[1] == 3 and target.customdata[1] == "3 stale positions kept"
+
+
+def test_drift_figure_names_stale_and_missing_positions_that_cancel_out():
+    """A draft cache that keeps 2 stale positions but misses 1 (stage A) drifts +1: the hover says both."""
+    trace = make_trace([4, 1, 0, 2])
+    step = trace.steps[1]
+    both = dataclasses.replace(step, kv_draft=dataclasses.replace(step.kv_draft, after_cutoff=step.kv_draft.after_cutoff
+                                                                  + 1, stale=2))
+    draft = next(t for t in drift_figure(dataclasses.replace(trace, steps=(trace.steps[0], both, *trace.steps[2:])))
+                 .data if t.meta == "draft")
+    assert draft.y[1] == 1 and draft.customdata[1] == "2 stale positions kept, 1 position missing"
+    unknown = dataclasses.replace(both, kv_draft=dataclasses.replace(both.kv_draft, stale=None))     # trace/1: net only
+    draft = next(t for t in drift_figure(dataclasses.replace(trace, steps=(trace.steps[0], unknown, *trace.steps[2:])))
+                 .data if t.meta == "draft")
+    assert draft.customdata[1] == "1 stale position kept"
 
 
 def test_lab_traces_load_from_assets_and_never_become_the_demo_trace(tmp_path):

@@ -2,13 +2,15 @@
 
 `make_trace([4, 1, 0, 4], k=4)` gives four steps that accepted 4 (bonus), 1, 0 and 4
 drafts, with cache lengths following DESIGN.md section 2 (target cut k - accepted,
-draft cut max(0, k - accepted - 1)), carryover after each step, and in sampling
-mode q, p, min(1, p/q), draws and a residual at each rejection.
+draft cut max(0, k - accepted - 1), no stale positions), carryover after each step,
+and in sampling mode q, p, min(1, p/q), draws and a residual at each rejection.
+`with_stale(trace)` turns the cache records into a lab run's that cuts nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Sequence
 
 from engine.config import SpecConfig
@@ -16,6 +18,8 @@ from engine.metrics import BaselineStats
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming,
                             TargetToken, Token)
 from engine.trace import TextTokens, Trace
+
+V1_FIXTURE = Path(__file__).parent / "data" / "trace-v1-lab-A.json"   # 7 steps of lab-A as specviz.trace/1 wrote them
 
 WORDS = ("def", " is", "_pal", "ind", "rome", "(s", ":", " str", ")", " ->", " bool", ":\n", "    ", "return",
          " s", " ==", " s", "[::-", "1", "]\n", " <b>", " &amp;", "\t", " the")
@@ -61,12 +65,12 @@ def make_step(index: int, context_len: int, k: int, num_accepted: int, carryover
         residual = (Alternative(recovered.id, recovered.text, 0.55), Alternative(*_token(seed + 60), 0.3),
                     Alternative(*_token(seed + 61), 0.15))
     target_before = 0 if first else context_len - 1
-    kv_target = CacheLengths(target_before, context_len + k, k - num_accepted, context_len + num_accepted)
+    kv_target = CacheLengths(target_before, context_len + k, k - num_accepted, context_len + num_accepted, 0)
     kv_draft = None
     if not ngram:
         draft_before = 0 if first else context_len - len(carryover)
         cut = max(0, k - num_accepted - 1)
-        kv_draft = CacheLengths(draft_before, context_len + k - 1, cut, context_len + k - 1 - cut)
+        kv_draft = CacheLengths(draft_before, context_len + k - 1, cut, context_len + k - 1 - cut, 0)
     return StepRecord(
         index=index, context_len=context_len, k=k, carryover=tuple(carryover), draft=tuple(drafts),
         target=tuple(targets), verdicts=tuple(verdicts), accept_prob=tuple(accept_prob), draws=tuple(draws),
@@ -110,6 +114,25 @@ def trace_from_steps(steps: Sequence[StepRecord], sampling: bool = False, ngram:
     return Trace(config=config, prompt=TextTokens(prompt, tuple(range(12))),
                  output=TextTokens("".join(t.text for t in emitted), tuple(t.id for t in emitted)),
                  steps=tuple(steps), wall_s=0.05 * len(steps) + 0.01, baseline=baseline, complete=complete)
+
+
+def with_stale(trace: Trace, zero_fill: bool = False) -> Trace:
+    """`trace` as the lab's cutoff mode "none" (or "zero_fill") records it: no position is cut,
+    each step's rejected positions stay as stale ones, so every length grows by what was cut."""
+    steps, grown = [], {"target": 0, "draft": 0}
+    for step in trace.steps:
+        caches = {}
+        for name, cache in (("target", step.kv_target), ("draft", step.kv_draft)):
+            if cache is None:
+                caches[name] = None
+                continue
+            before = cache.before + grown[name] if cache.before else 0
+            grown[name] += cache.cutoff
+            caches[name] = CacheLengths(before, cache.after_forward + grown[name] - cache.cutoff, 0,
+                                        cache.after_cutoff + grown[name], grown[name])
+        steps.append(dataclasses.replace(step, kv_target=caches["target"], kv_draft=caches["draft"]))
+    config = trace.config.replace(cutoff_mode="zero_fill" if zero_fill else "none")
+    return dataclasses.replace(trace, config=config, steps=tuple(steps))
 
 
 def html_trace() -> Trace:

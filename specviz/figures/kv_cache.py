@@ -2,8 +2,11 @@
 
 Per step a grey segment rises from *before* to *after forward* (pending tokens and
 drafts written), then a vermillion segment drops by the positions cut (rejected
-drafts removed for real). The dotted line is the committed length (prompt + output)
-for reference. The bottom panel repeats the cut sizes as bars.
+drafts removed for real). In the lab modes that keep rejected positions nothing is
+cut; a reddish purple bar under each *after cutoff* point spans the cache's stale
+positions (no committed text, cumulative). The dotted line is the committed length
+(prompt + output) for reference. The bottom panel repeats the cut sizes as bars.
+A specviz.trace/1 file does not know its stale positions: the subtitle says so.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import plotly.graph_objects as go
 from engine.records import CacheLengths
 from engine.trace import Trace
 from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
+from specviz.step_detail import cache_sentence
 from specviz.style import COLORS, FigureStyle
 
 TITLE = "KV cache length"
 SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
+UNKNOWN_STALE = "stale positions unknown (a specviz.trace/1 file)"
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
@@ -45,7 +50,7 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"annotations": [], "shapes": []}
     for row, (name, caches) in enumerate(models, start=1):
-        traces += _cache_traces(row, name, steps, caches, committed, show_legend=row == 1)
+        traces += _cache_traces(row, name, steps, caches, committed, trace.config.cutoff_mode, show_legend=row == 1)
         layout[_axis_name("yaxis", row)] = axis(style, domain=domains[row - 1],
                                                 range=_y_range(steps, caches, committed, window))
         layout["annotations"].append(_panel_title(f"{name} model cache (tokens)", row, domains[row - 1], style))
@@ -68,24 +73,34 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
             style, anchor=_axis_ref("y", row), matches=None if row == 1 else "x", showticklabels=bottom,
             title={"text": ("step (drag sideways to scroll)" if window else "step") if bottom else ""}, **ticks)
         layout["shapes"] += highlight(selected_step, yref=f"{_axis_ref('y', row)} domain", outline=False)
-    return make_figure(traces, TITLE, SUBTITLE, style, height=230 + 230 * len(models) + 140, barmode="group",
+    known = all(c.stale is not None for _, caches in models for c in caches)
+    subtitle = SUBTITLE if known else f"{SUBTITLE}; {UNKNOWN_STALE}"
+    return make_figure(traces, TITLE, subtitle, style, height=230 + 230 * len(models) + 140, barmode="group",
                        bargap=0.3, dragmode="pan", margin={"t": 100 + 2 * style.font_size}, **layout)
 
 
 def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLengths], committed: list[int],
-                  show_legend: bool) -> list[dict[str, Any]]:
+                  cutoff_mode: str, show_legend: bool) -> list[dict[str, Any]]:
     rise_x: list[float | None] = []
     rise_y: list[int | None] = []
     cut_x: list[float | None] = []
     cut_y: list[int | None] = []
-    for step, cache in zip(steps, caches):
+    stale_x: list[float | None] = []
+    stale_y: list[int | None] = []
+    stale_words: list[str | None] = []
+    words = []
+    for position, (step, cache) in enumerate(zip(steps, caches)):
         rise_x += [step - OFFSET, step, None]
         rise_y += [cache.before, cache.after_forward, None]
         (cut_x if cache.cutoff else rise_x).extend([step, step + OFFSET, None])
         (cut_y if cache.cutoff else rise_y).extend([cache.after_forward, cache.after_cutoff, None])
+        words.append(f"step {step}: " + cache_sentence(model, cache, caches[position - 1] if position else None,
+                                                       cutoff_mode))
+        if cache.stale:
+            stale_x += [step + OFFSET, step + OFFSET, None]
+            stale_y += [cache.num_text, cache.after_cutoff, None]
+            stale_words += [words[-1], words[-1], None]
     axes = {"xaxis": _axis_ref("x", row), "yaxis": _axis_ref("y", row)}
-    words = [f"step {s}: {model} cache {c.before} → {c.after_forward} → {c.after_cutoff}"
-             + (f" ({c.cutoff} cut)" if c.cutoff else " (nothing cut)") for s, c in zip(steps, caches)]
     traces = [
         {"type": "scatter", "x": rise_x, "y": rise_y, "mode": "lines", "line": {"color": "#9A9A9A", "width": 2},
          "name": "forward writes", "legendgroup": "rise", "showlegend": show_legend, "hoverinfo": "skip", **axes},
@@ -93,6 +108,11 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
          "name": "cutoff (rejected positions removed)", "legendgroup": "cut", "showlegend": show_legend,
          "hoverinfo": "skip", **axes},
     ]
+    if stale_x:
+        traces.append({"type": "scatter", "x": stale_x, "y": stale_y, "mode": "lines", "meta": f"{model}.stale",
+                       "line": {"color": COLORS["stale"], "width": 7}, "name": "stale positions (no committed text)",
+                       "legendgroup": "stale", "showlegend": show_legend, "hovertext": stale_words,
+                       "hovertemplate": "%{hovertext}<extra></extra>", **axes})
     for stage, (label, symbol, color, offset) in STAGES.items():
         traces.append({
             "type": "scatter", "x": [s + offset for s in steps], "y": [getattr(c, stage) for c in caches],
@@ -113,7 +133,7 @@ def _y_range(steps: list[int], caches: list[CacheLengths], committed: list[int],
     """Fit the y axis to the visible steps, so a cut of one position stays visible."""
     shown = [(c, n) for s, c, n in zip(steps, caches, committed) if window is None or window[0] <= s <= window[1]]
     # The empty cache before the prefill would squash every later step: let that one point fall off the bottom.
-    low = min(min(c.before if c.before else c.after_cutoff, c.after_cutoff) for c, _ in shown)
+    low = min(min(c.before if c.before else c.after_cutoff, c.after_cutoff - (c.stale or 0)) for c, _ in shown)
     high = max(max(c.after_forward, n) for c, n in shown)
     pad = max(2.0, (high - low) * 0.08)
     return [low - pad, high + pad]

@@ -2,7 +2,9 @@
 
 Drift = cache length after the cutoff minus the length a correct engine has there
 (engine.lab.cache_drift): 0 is a correct cache, above 0 stale positions of rejected
-drafts are kept, below 0 a position the draft model never saw is missing.
+drafts are kept, below 0 a position the draft model never saw is missing. Where the
+trace records its stale positions (specviz.trace/2) the hover names both, since a
+draft cache can hold stale positions and miss others at once (stage A).
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ def drift_figure(trace: Trace | None, divergence: int | None = None,
         {"type": "scatter", "mode": "lines", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [0, 0], "meta": "correct",
          "name": "correct cache (0)", "line": {"color": COLORS["accepted"], "width": 2, "dash": "dot"},
          "hoverinfo": "skip"},
-        _line(steps, [target for target, _ in drift], "target", "target cache"),
+        _line(steps, [target for target, _ in drift], [step.kv_target.stale for step in trace.steps], "target",
+              "target cache"),
     ]
     if any(draft is not None for _, draft in drift):
-        traces.append(_line(steps, [draft for _, draft in drift], "draft", "draft cache"))
+        traces.append(_line(steps, [draft for _, draft in drift],
+                            [step.kv_draft.stale if step.kv_draft else None for step in trace.steps], "draft",
+                            "draft cache"))
     values = [v for pair in drift for v in pair if v is not None]
     low, high = min(values + [0]), max(values + [0])
     pad = max(1.0, (high - low) * 0.1)
@@ -45,9 +50,23 @@ def drift_figure(trace: Trace | None, divergence: int | None = None,
                        yaxis={"title": {"text": "positions off"}, "range": [low - pad, high + pad], "zeroline": False})
 
 
-def _line(steps: list[int], values: list[int | None], model: str, name: str) -> dict[str, Any]:
-    words = [("–" if v is None else "correct" if v == 0 else f"{v} stale position{'s' * (v != 1)} kept" if v > 0
-              else f"{-v} position{'s' * (v != -1)} missing") for v in values]
+def _line(steps: list[int], values: list[int | None], stale: list[int | None], model: str,
+          name: str) -> dict[str, Any]:
+    words = [_words(value, count) for value, count in zip(values, stale)]
     return {"type": "scatter", "mode": "lines+markers", "x": steps, "y": values, "meta": model, "name": name,
             "line": {"color": COLORS[model], "width": 2.5, "shape": "hv"}, "marker": {"size": 6},
             "customdata": words, "hovertemplate": f"step %{{x}}: {name} %{{customdata}}<extra></extra>"}
+
+
+def _words(drift: int | None, stale: int | None) -> str:
+    """What a drift value means: stale and missing positions, or (stale unknown, trace/1) their net."""
+    if drift is None:
+        return "–"
+    if stale is None:
+        stale, missing = max(drift, 0), max(-drift, 0)
+    else:
+        missing = stale - drift
+    parts = [f"{stale} stale position{'s' * (stale != 1)} kept"] if stale else []
+    if missing:
+        parts.append(f"{missing} position{'s' * (missing != 1)} missing")
+    return ", ".join(parts) or "correct"
