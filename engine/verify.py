@@ -52,19 +52,31 @@ def accept_sampling(draft_ids: list[int], draft_probs: torch.Tensor | None, targ
     ids = torch.tensor(draft_ids, dtype=torch.long, device=target_probs.device)
     p_of_draft = target_probs[index, ids]                                # (k,)
     q_of_draft = draft_probs[index, ids] if draft_probs is not None else torch.ones_like(p_of_draft)
-    ratios = torch.clamp(p_of_draft / q_of_draft, max=1.0).tolist()      # (k,)
+    ratios = acceptance_probabilities(p_of_draft, q_of_draft)            # (k,)
     num_accepted = 0
     while num_accepted < k and uniforms[num_accepted] < ratios[num_accepted]:
         num_accepted += 1
     draws = tuple(u if i <= num_accepted else None for i, u in enumerate(uniforms))
+    next_probs = next_token_distribution(draft_ids, draft_probs, target_probs, num_accepted)   # (V,)
+    next_token = int(torch.multinomial(next_probs, 1, generator=generator).item())
     if num_accepted == k:
-        bonus = int(torch.multinomial(target_probs[k], 1, generator=generator).item())
-        return Acceptance(k, bonus, "bonus", tuple(ratios), draws, None)
-    residual = residual_distribution(target_probs[num_accepted],
-                                     draft_probs[num_accepted] if draft_probs is not None else None,
-                                     draft_ids[num_accepted])
-    recovered = int(torch.multinomial(residual, 1, generator=generator).item())
-    return Acceptance(num_accepted, recovered, "recovered", tuple(ratios), draws, residual)
+        return Acceptance(k, next_token, "bonus", tuple(ratios), draws, None)
+    return Acceptance(num_accepted, next_token, "recovered", tuple(ratios), draws, next_probs)
+
+
+def acceptance_probabilities(p_of_draft: torch.Tensor, q_of_draft: torch.Tensor) -> list[float]:
+    """min(1, p_i(d_i) / q_i(d_i)) per draft token; both (k,)."""
+    return torch.clamp(p_of_draft / q_of_draft, max=1.0).tolist()
+
+
+def next_token_distribution(draft_ids: list[int], draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
+                            num_accepted: int) -> torch.Tensor:
+    """(V,) law of the step's last token: p_{k+1} when all k drafts were accepted (bonus),
+    else the residual at the first rejected position."""
+    if num_accepted == len(draft_ids):
+        return target_probs[num_accepted]
+    draft_row = draft_probs[num_accepted] if draft_probs is not None else None
+    return residual_distribution(target_probs[num_accepted], draft_row, draft_ids[num_accepted])
 
 
 def residual_distribution(target_row: torch.Tensor, draft_row: torch.Tensor | None, draft_id: int) -> torch.Tensor:

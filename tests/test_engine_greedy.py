@@ -9,9 +9,7 @@ import torch
 from engine.config import SpecConfig
 from engine.engine import SpeculativeEngine
 from engine.tiny import build_tiny_pair
-
-PROMPTS = ["Hello, world", "def reverse(xs):", "The quick brown fox", "aaaa bbbb aaaa bbbb", "1 2 3 4 5 6",
-           "Speculative decoding is", "x", "print('hi')\nprint('hi')", "SELECT * FROM t WHERE", "ab ab ab ab ab"]
+from oracles import GREEDY_PROMPTS, assert_identical_to_target_only
 
 
 @pytest.fixture(scope="module")
@@ -24,17 +22,10 @@ def copy_engine() -> SpeculativeEngine:
     return SpeculativeEngine(build_tiny_pair(seed=1, draft_noise=0.0))
 
 
-def assert_identical_to_target_only(engine: SpeculativeEngine, prompt: str, config: SpecConfig):
-    trace = engine.with_baseline(engine.generate(prompt, config))
-    assert trace.summary.baseline.identical, (prompt, config.k, trace.output.token_ids)
-    assert trace.summary.new_tokens == len(trace.output.token_ids)
-    return trace
-
-
 @pytest.mark.parametrize("k", range(1, 9))
 def test_noisy_draft_matches_target_only(noisy_engine, k):
     rates = []
-    for prompt in PROMPTS:
+    for prompt in GREEDY_PROMPTS:
         trace = assert_identical_to_target_only(noisy_engine, prompt, SpecConfig(k=k, max_new_tokens=24))
         rates.append(trace.summary.acceptance_rate)
     assert 0.0 < sum(rates) / len(rates) < 1.0          # drafts really are both accepted and rejected
@@ -42,7 +33,7 @@ def test_noisy_draft_matches_target_only(noisy_engine, k):
 
 @pytest.mark.parametrize("k", range(1, 9))
 def test_identical_draft_accepts_everything_and_matches(copy_engine, k):
-    for prompt in PROMPTS:
+    for prompt in GREEDY_PROMPTS:
         trace = assert_identical_to_target_only(copy_engine, prompt, SpecConfig(k=k, max_new_tokens=24))
         full_steps = [s for s in trace.steps if s.k > 0]
         assert all(s.num_accepted == s.k for s in full_steps)
@@ -54,7 +45,7 @@ def test_identical_draft_accepts_everything_and_matches(copy_engine, k):
 @pytest.mark.parametrize("k", [1, 3, 5, 8])
 def test_ngram_drafter_matches_target_only(noisy_engine, k):
     drafted = 0
-    for prompt in PROMPTS:
+    for prompt in GREEDY_PROMPTS:
         trace = assert_identical_to_target_only(noisy_engine, prompt,
                                                 SpecConfig(k=k, drafter="ngram", max_new_tokens=24))
         drafted += trace.summary.drafted
@@ -63,7 +54,7 @@ def test_ngram_drafter_matches_target_only(noisy_engine, k):
 
 
 def test_adaptive_and_confidence_drafting_match_target_only(noisy_engine):
-    for prompt in PROMPTS[:5]:
+    for prompt in GREEDY_PROMPTS[:5]:
         trace = assert_identical_to_target_only(
             noisy_engine, prompt, SpecConfig(k=3, adaptive_k=True, confidence_threshold=0.3, max_new_tokens=24))
         assert all(1 <= s.k <= 6 for s in trace.steps[:-1])
@@ -80,7 +71,7 @@ def test_adaptive_k_starts_at_k_and_stays_within_twice_k(copy_engine):
 @pytest.mark.parametrize("k", [2, 5])
 def test_matches_transformers_assisted_generation(noisy_engine, k):
     pair = noisy_engine.pair
-    for prompt in PROMPTS[:6]:
+    for prompt in GREEDY_PROMPTS[:6]:
         trace = noisy_engine.generate(prompt, SpecConfig(k=k, max_new_tokens=20))
         input_ids = torch.tensor([list(trace.prompt.token_ids)])
         expected = pair.target.generate(
@@ -95,7 +86,7 @@ def test_bfloat16_draft_with_float32_target_stays_exact():
     pair.draft = pair.draft.to(torch.bfloat16)
     pair.draft_dtype = "bfloat16"
     engine = SpeculativeEngine(pair)
-    for prompt in PROMPTS[:4]:
+    for prompt in GREEDY_PROMPTS[:4]:
         trace = assert_identical_to_target_only(engine, prompt, SpecConfig(k=4, max_new_tokens=24))
         assert trace.config.draft_dtype == "bfloat16" and trace.summary.baseline.exact_expected
 

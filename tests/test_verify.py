@@ -73,3 +73,17 @@ def test_draws_stop_after_the_first_rejection():
     result = accept_sampling([0, 0], draft, target, torch.Generator().manual_seed(0))
     assert result.num_accepted == 0
     assert result.draws[0] is not None and result.draws[1] is None
+
+
+def test_bonus_is_drawn_from_the_row_after_the_last_draft():
+    target = torch.eye(4)[:3]                         # p_1, p_2, p_3: one-hot on tokens 0, 1, 2
+    result = accept_sampling([0, 1], target[:2], target, torch.Generator().manual_seed(0))
+    assert (result.num_accepted, result.next_token, result.next_kind) == (2, 2, "bonus")
+
+
+def test_a_rejection_at_position_1_resamples_from_the_residual_of_row_1():
+    target = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    draft = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    result = accept_sampling([0, 1], draft, target, torch.Generator().manual_seed(0))
+    assert result.num_accepted == 1 and (result.next_token, result.next_kind) == (2, "recovered")
+    assert torch.equal(result.residual, torch.tensor([0.0, 0.0, 1.0, 0.0]))

@@ -1,0 +1,154 @@
+"""The tests are tested: each bug an engine oracle exists for is planted with monkeypatch at
+the engine's real seams, and that oracle, run as its own test runs it, must report it.
+
+A planted bug that survives is a missing oracle. The oracles (tests/oracles.py) are the
+joint law of the first tokens against target-only sampling (test_engine_lossless.py),
+identity with target-only greedy decoding (test_engine_greedy.py) and each cache against
+a fresh prefill after every step (test_engine_cache.py).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+import torch
+
+import engine.drafters
+import engine.generation
+import engine.verify
+from engine.config import SpecConfig
+from engine.drafters import ModelDrafter, Proposal
+from engine.engine import SpeculativeEngine
+from engine.generation import Generation
+from engine.kv import KVCache
+from engine.tiny import build_tiny_pair
+from engine.verify import Acceptance, accept_greedy, residual_distribution
+from oracles import (CACHE_PROMPT, GREEDY_PROMPTS, LAW_CASES, assert_caches_match_prefill_every_step,
+                     assert_follows_target_law, assert_identical_to_target_only, law_pair)
+
+K2_OVER_5, K3, NGRAM = LAW_CASES
+next_token_distribution = engine.verify.next_token_distribution
+
+
+# -- the oracles, as their tests run them ---------------------------------------------------------
+
+def law_oracle(case) -> Callable[[], object]:
+    return lambda: assert_follows_target_law(SpeculativeEngine(law_pair(), detailed_trace=False), case)
+
+
+def greedy_oracle() -> None:
+    """test_noisy_draft_matches_target_only at k = 3 (its noisy pair is seed 0)."""
+    engine = SpeculativeEngine(build_tiny_pair(seed=0))
+    for prompt in GREEDY_PROMPTS:
+        assert_identical_to_target_only(engine, prompt, SpecConfig(k=3, max_new_tokens=24))
+
+
+def cache_oracle() -> None:
+    """test_caches_equal_a_fresh_prefill_after_every_step at k = 3, sampling (its pair is seed 3)."""
+    assert_caches_match_prefill_every_step(SpeculativeEngine(build_tiny_pair(seed=3)), CACHE_PROMPT,
+                                           SpecConfig(k=3, temperature=1.0, max_new_tokens=30, seed=2))
+
+
+# -- the bugs ------------------------------------------------------------------------------------
+
+def residual_from_the_previous_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rejection at draft position i >= 1 draws from the residual of row i - 1."""
+    def planted(draft_ids: list[int], draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
+                num_accepted: int) -> torch.Tensor:
+        if num_accepted == len(draft_ids):
+            return next_token_distribution(draft_ids, draft_probs, target_probs, num_accepted)
+        row = max(num_accepted - 1, 0)
+        return residual_distribution(target_probs[row], draft_probs[row] if draft_probs is not None else None,
+                                     draft_ids[row])
+    monkeypatch.setattr(engine.verify, "next_token_distribution", planted)
+
+
+def residual_is_the_target_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rejection draws from p instead of norm(max(0, p - q))."""
+    monkeypatch.setattr(engine.verify, "residual_distribution", lambda target_row, draft_row, draft_id: target_row)
+
+
+def accept_every_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine.verify, "acceptance_probabilities", lambda p_of_draft, q_of_draft: [1.0] * len(p_of_draft))
+
+
+def accept_with_q_over_p(monkeypatch: pytest.MonkeyPatch) -> None:
+    """min(1, q/p): the ratio upside down."""
+    monkeypatch.setattr(engine.verify, "acceptance_probabilities",
+                        lambda p_of_draft, q_of_draft: torch.clamp(q_of_draft / p_of_draft, max=1.0).tolist())
+
+
+def bonus_from_the_last_draft_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All k accepted, the bonus is drawn from p_k (the row that verified d_k) instead of p_{k+1}."""
+    def planted(draft_ids: list[int], draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
+                num_accepted: int) -> torch.Tensor:
+        if draft_ids and num_accepted == len(draft_ids):
+            return target_probs[num_accepted - 1]
+        return next_token_distribution(draft_ids, draft_probs, target_probs, num_accepted)
+    monkeypatch.setattr(engine.verify, "next_token_distribution", planted)
+
+
+def carryover_without_the_last_draft(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a fully accepted step the draft counts d_k as fed and is given only the bonus."""
+    on_verified = ModelDrafter.on_verified
+
+    def planted(self: ModelDrafter, proposal: Proposal, num_kept: int):
+        lengths = on_verified(self, proposal, num_kept)
+        if proposal.token_ids and num_kept == len(proposal.token_ids):
+            self.kv.num_committed += 1
+        return lengths
+    monkeypatch.setattr(ModelDrafter, "on_verified", planted)
+
+
+class CutsOneFewer(KVCache):
+    def cutoff(self, num_tokens: int, *args, **kwargs) -> int:
+        return super().cutoff(num_tokens - 1, *args, **kwargs)
+
+
+class CutsOneMore(KVCache):
+    def cutoff(self, num_tokens: int, *args, **kwargs) -> int:
+        return super().cutoff(num_tokens + 1, *args, **kwargs)
+
+
+def target_cut_one_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target keeps its first rejected position (generation.py builds the target's cache)."""
+    monkeypatch.setattr(engine.generation, "KVCache", CutsOneFewer)
+
+
+def draft_cut_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The draft cuts one position too many (drafters.py builds the draft's cache)."""
+    monkeypatch.setattr(engine.drafters, "KVCache", CutsOneMore)
+
+
+def greedy_compares_with_the_draft_argmax(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Greedy verification checks each draft against the draft's own argmax, not the target's."""
+    accept = Generation._accept
+
+    def planted(self: Generation, proposal: Proposal, target_logits: torch.Tensor,
+                target_probs: torch.Tensor) -> Acceptance:
+        if not self.params.is_greedy or proposal.probs is None:
+            return accept(self, proposal, target_logits, target_probs)
+        k = len(proposal.token_ids)
+        return accept_greedy(proposal.token_ids, torch.cat([proposal.probs, target_probs[k:]]))   # (k+1, V)
+    monkeypatch.setattr(Generation, "_accept", planted)
+
+
+BUGS = [
+    pytest.param(residual_from_the_previous_row, law_oracle(K2_OVER_5), id="residual-from-the-wrong-row"),
+    pytest.param(residual_is_the_target_row, law_oracle(K3), id="residual-is-p"),
+    pytest.param(accept_every_draft, law_oracle(K2_OVER_5), id="accept-every-draft"),
+    pytest.param(accept_with_q_over_p, law_oracle(K3), id="accept-with-q-over-p"),
+    pytest.param(bonus_from_the_last_draft_row, law_oracle(NGRAM), id="bonus-from-the-last-draft-row"),
+    pytest.param(carryover_without_the_last_draft, cache_oracle, id="carryover-without-d_k"),
+    pytest.param(target_cut_one_short, cache_oracle, id="target-cut-off-by-one"),
+    pytest.param(draft_cut_one_more, cache_oracle, id="draft-cut-off-by-one"),
+    pytest.param(greedy_compares_with_the_draft_argmax, greedy_oracle, id="greedy-compares-with-the-draft-argmax"),
+]
+
+
+@pytest.mark.parametrize("plant, oracle", BUGS)
+def test_the_oracle_reports_the_planted_bug(monkeypatch, plant, oracle):
+    plant(monkeypatch)
+    with pytest.raises(AssertionError):
+        oracle()
