@@ -34,9 +34,9 @@ from typing import Callable
 
 import torch
 
-from engine.adaptive import StepCosts
+from engine.adaptive import DrafterCosts
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine, exactness_guaranteed
+from engine.engine import SpeculativeEngine
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.models import load_pair
 from engine.pair import ModelPair
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> dict:
     bf16_pair = load_pair(preset, draft_dtype="bfloat16", target_dtype="float32", prepack=False)
     fast_pair = load_pair(preset, draft_dtype="int8", target_dtype="float32")      # prepacked target
     # The plain float32 draft on the prepacked target: the dtypes of the transformers rows, SpecViz's kernels.
-    packed_pair = replace(fast_pair, draft=pair.draft, draft_dtype="float32", step_costs=StepCosts())
+    packed_pair = replace(fast_pair, draft=pair.draft, draft_dtype="float32", step_costs=DrafterCosts())
     for warm in (pair, bf16_pair, fast_pair):   # first forwards pay for allocation and lazy init: not measured
         SpeculativeEngine(warm).generate("warm up", SpecConfig(k=4, max_new_tokens=8))
         if warm is not fast_pair:
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> dict:
                 continue
             log(name)
             row = Row(name, temperature)
-            exact = exactness_guaranteed(config.replace(target_dtype=engine.pair.target_dtype))
+            exact = config.replace(target_dtype=engine.pair.target_dtype).exactness.token_for_token
             bench_engine(row, engine, config, args.repeats, check if exact else None)
             rows.append(row)
     return {"preset": preset, "machine": machine(), "repeats": args.repeats, "k": args.k,

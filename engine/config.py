@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 DRAFTERS = ("model", "ngram")
 DTYPES = ("float32", "bfloat16", "float16")
+REDUCED_PRECISION = ("bfloat16", "float16")     # target dtypes whose rounding flips near ties more often
 # int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
-# on CUDA). The target decides every token, so a draft dtype never changes the output.
+# on CUDA, else float32). The target decides every token, so a draft dtype never changes the output (Exactness).
 DRAFT_DTYPES = ("auto",) + DTYPES + ("int8",)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CUTOFF_MODES = ("truncate", "none", "zero_fill")
@@ -23,6 +25,44 @@ MAX_K = 32
 
 class ConfigError(ValueError):
     """A setting a user typed is out of range; the message is one readable line."""
+
+
+class Exactness(Enum):
+    """What a run guarantees about its output next to target-only decoding of the same prompt
+    and seed; `SpecConfig.exactness` is the one rule, and every text about it reads `note`.
+
+    Only the target decides which tokens are emitted, so nothing about the draft matters
+    (its dtype, bonus-token carryover, sampled drafting). Then:
+    - sampling: lossless in law (the same distribution, with different random draws);
+    - greedy, float32 target, real cutoff: identical up to float rounding: a verify forward
+      over k+1 rows can differ from one-row decoding by about 1e-6 and flip a near tie;
+    - greedy, bfloat16 or float16 target: rounding is coarser, so near ties flip more often;
+    - a target cache that keeps rejected positions (lab cutoff "none" or "zero_fill"): nothing.
+    """
+
+    IN_LAW = ("lossless in law",
+              "Sampling: the output follows the target's own distribution exactly (lossless in law), "
+              "but its random draws differ from a target-only run, so the text need not match.")
+    UP_TO_ROUNDING = ("exact up to float rounding at near ties",
+                      "Greedy with a float32 target: the output is target-only decoding's, token for token, up to "
+                      "float rounding: verifying k+1 tokens in one forward can differ by about 1e-6 from decoding "
+                      "one at a time and flip a near tie. The draft (any dtype, int8 included) never changes the text.")
+    NEAR_TIES_MAY_FLIP = ("near ties may flip",
+                          "Greedy with a reduced-precision (bfloat16 or float16) target: verifying k+1 tokens in one "
+                          "forward rounds differently from decoding one at a time, so near ties may flip and the text "
+                          "can leave target-only decoding. Choose a float32 target for token-for-token output.")
+    NOT_GUARANTEED = ("not guaranteed",
+                      "Lab mode: the target's cache keeps rejected positions, so nothing is guaranteed: the output "
+                      "may leave target-only decoding at any step.")
+
+    def __init__(self, label: str, note: str):
+        self.label = label      # a few words, e.g. for a badge
+        self.note = note        # one or two sentences for people
+
+    @property
+    def token_for_token(self) -> bool:
+        """True when the output should equal target-only decoding's tokens (BaselineStats.exact_expected)."""
+        return self is Exactness.UP_TO_ROUNDING
 
 
 @dataclass(frozen=True)
@@ -80,18 +120,21 @@ class SpecConfig:
         return self.temperature == 0.0
 
     @property
+    def exactness(self) -> Exactness:
+        """What this run guarantees about its output next to target-only decoding (see Exactness)."""
+        if self.cutoff_mode != "truncate":
+            return Exactness.NOT_GUARANTEED
+        if not self.is_greedy:
+            return Exactness.IN_LAW
+        return Exactness.NEAR_TIES_MAY_FLIP if self.target_dtype in REDUCED_PRECISION else Exactness.UP_TO_ROUNDING
+
+    @property
     def is_lab_mode(self) -> bool:
         """True when any piece of the correct engine is switched off."""
         return not self.carryover or self.cutoff_mode != "truncate" or self.draft_temperature >= 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SpecConfig":
-        """Build from a trace's config, ignoring fields this version does not know."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in names})
 
     def replace(self, **changes: Any) -> "SpecConfig":
         return dataclasses.replace(self, **changes)

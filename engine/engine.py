@@ -33,13 +33,10 @@ class SpeculativeEngine:
         """Validate the prompt against the config and return a generation ready to step."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty: type some text to continue")
-        prompt_ids = self.pair.encode_prompt(prompt, raw=config.raw)
-        needed = len(prompt_ids) + config.max_new_tokens
-        if needed > self.pair.max_context:
-            raise ValueError(f"the prompt is {len(prompt_ids)} tokens; with {config.max_new_tokens} new tokens that "
-                             f"exceeds the model context of {self.pair.max_context} tokens")
         if config.drafter == "model" and self.pair.draft is None:
             raise ValueError(f"this pair has no draft model ({self.pair.target_name} only): choose the n-gram drafter")
+        prompt_ids = self.pair.encode_prompt(prompt, raw=config.raw)
+        self.pair.check_fits(prompt_ids, config.max_new_tokens, with_draft=config.drafter == "model")
         return Generation(self.pair, prompt, prompt_ids, self._described(config), self.detailed_trace)
 
     def stream(self, prompt: str, config: SpecConfig) -> Iterator[StepRecord]:
@@ -68,7 +65,7 @@ class SpeculativeEngine:
             tokens_per_s=result.tokens_per_s,
             identical=result.token_ids == trace.output.token_ids,
             wall_s=result.wall_s,
-            exact_expected=exactness_guaranteed(trace.config),
+            exact_expected=trace.config.exactness.token_for_token,
         ))
 
     def _described(self, config: SpecConfig) -> SpecConfig:
@@ -80,13 +77,3 @@ class SpeculativeEngine:
             draft_dtype=pair.draft_dtype if config.drafter == "model" else "",
             target_dtype=pair.target_dtype)
 
-
-def exactness_guaranteed(config: SpecConfig) -> bool:
-    """Greedy output equals target-only token for token only in float32 verification.
-
-    The target decides every token, so the draft's dtype does not matter; a reduced
-    precision target changes near-tie argmaxes between batched verification and
-    one-token decoding. Sampling is lossless in distribution, not token for token.
-    """
-    return (config.is_greedy and config.target_dtype == "float32" and config.carryover
-            and config.cutoff_mode == "truncate")

@@ -4,13 +4,14 @@ A model reference is one of: "embedded:<name>" (GGUF shipped in pip packages),
 a path to a .gguf file (both converted once, then read from the converted-
 weight cache, engine/gguf_cache.py), a local model directory, a Hugging Face
 Hub id, or "ngram" for the draft (no draft model). Loading goes: resolve both
-references to local folders, load both tokenizers and refuse differing
-vocabularies, then load the weights in the requested dtypes, in eval mode and
-without gradients. Every failure a user can cause is one ModelLoadError sentence.
+references to local folders, load both tokenizers and refuse them unless they
+agree on every token id (a GGUF tokenizer may add padding placeholders), then
+load the weights in the requested dtypes, in eval mode and without gradients. Every failure a user can cause is one ModelLoadError sentence.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,9 +29,11 @@ from engine.presets import DEFAULT_PRESET, PRESETS, TINY_RANDOM, get_preset
 from engine.tiny import build_tiny_pair
 from engine.weights import EMBEDDED_PREFIX, embedded_spec
 
-__all__ = ["ModelLoadError", "ModelPair", "build_tiny_pair", "load_pair", "check_same_vocabulary", "resolve_device"]
+__all__ = ["ModelLoadError", "ModelPair", "build_tiny_pair", "load_pair", "check_same_vocabulary", "check_end_tokens",
+           "resolve_device"]
 
 NGRAM = "ngram"
+GGUF_PADDING = re.compile(r"\[PAD\d+\]")     # llama.cpp's name for an embedding row no token uses
 Progress = Callable[[float, str], None]
 _LOAD_ERRORS = (OSError, ValueError, KeyError, RuntimeError, ImportError, TypeError)
 
@@ -46,15 +49,21 @@ class _Source:
 
 def load_pair(preset: str | None = None, *, draft: str | None = None, target: str | None = None,
               device: str = "auto", draft_dtype: str = "float32", target_dtype: str = "float32",
-              cache_dir: str | None = None, progress: Progress | None = None, prepack: bool = True) -> ModelPair:
+              cache_dir: str | None = None, progress: Progress | None = None, prepack: bool = True,
+              before_weights: Callable[[], None] | None = None) -> ModelPair:
     """Load a draft/target pair: a preset (default qwen-coder), or explicit references that
     override the preset's sides. `draft="ngram"` loads no draft model. `cache_dir` is the
     converted-weight cache (default $SPECVIZ_CACHE, else ~/.cache/specviz).
 
     On the CPU, `prepack` reorders the target's (and a bfloat16 draft's) linear weights
     for oneDNN so that verifying k + 1 tokens costs about one decoding step
-    (engine/cpu_kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers."""
+    (engine/cpu_kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
+
+    `before_weights` is called once every check that needs no weights has passed (device,
+    dtypes, references, tokenizers), right before the weights load: a cache that must free
+    memory for them does it there, so a mistyped path costs it nothing."""
     report = progress or (lambda fraction, message: None)
+    before_weights = before_weights or (lambda: None)
     torch_device = resolve_device(device)
     draft_dtype = resolve_draft_dtype(draft_dtype, torch_device)
     draft_torch_dtype, target_torch_dtype = _dtype(draft_dtype, "draft"), _dtype(target_dtype, "target")
@@ -66,6 +75,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
         pair = _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
+        before_weights()                    # after its checks; its weights are a few kilobytes
         return _speed_up(pair, draft_dtype, prepack, report)
 
     root = cache_root(cache_dir)
@@ -75,9 +85,11 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     # 2. Tokenizers: the target's serves both, so refuse differing vocabularies before any weights load.
     report(0.75, "loading tokenizers")
     tokenizer = _load_tokenizer(target_source, "target")
+    shared_token_ids = None
     if draft_source is not None and not _same_tokenizer_file(draft_source, target_source):
-        check_same_vocabulary(_load_tokenizer(draft_source, "draft"), tokenizer)
+        shared_token_ids = check_same_vocabulary(_load_tokenizer(draft_source, "draft"), tokenizer)
     # 3. Weights, each side in its own dtype.
+    before_weights()
     draft_model = None
     if draft_source is not None:
         report(0.8, f"loading draft {draft_ref} ({draft_dtype})")
@@ -87,24 +99,51 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     pair = ModelPair(target=target_model, draft=draft_model, tokenizer=tokenizer, target_name=target_ref,
                      draft_name=draft_ref or NGRAM, device=torch_device, target_dtype=target_dtype,
                      draft_dtype=draft_dtype if draft_model is not None else "", preset=preset_name,
-                     default_drafter=default_drafter)
+                     default_drafter=default_drafter, shared_token_ids=shared_token_ids)
+    check_end_tokens(pair)
     pair = _speed_up(pair, draft_dtype, prepack, report)
     report(1.0, "models ready")
     return pair
 
 
-def check_same_vocabulary(draft_tokenizer: PreTrainedTokenizerBase, target_tokenizer: PreTrainedTokenizerBase) -> None:
-    """Refuse a pair whose tokenizers differ in size or in any token -> id entry."""
-    draft_size, target_size = len(draft_tokenizer), len(target_tokenizer)
-    if draft_size != target_size:
-        raise ModelLoadError(f"draft vocabulary has {draft_size} tokens but target has {target_size}: "
-                             "speculative decoding needs the same tokenizer")
-    draft_vocab, target_vocab = draft_tokenizer.get_vocab(), target_tokenizer.get_vocab()
-    if draft_vocab != target_vocab:
-        token = next(token for token, index in target_vocab.items() if draft_vocab.get(token) != index)
-        raise ModelLoadError(f"draft and target vocabularies both have {target_size} tokens but map them differently "
-                             f"({token!r} is {draft_vocab.get(token)} vs {target_vocab[token]}): "
-                             "speculative decoding needs the same tokenizer")
+def check_same_vocabulary(draft_tokenizer: PreTrainedTokenizerBase,
+                          target_tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """Refuse tokenizers unless they map every id both define to the same token, and every id
+    only one defines is a padding placeholder; return how many ids both define when that
+    differs (ModelPair.shared_token_ids), else None.
+
+    A GGUF file names its embedding table's padding rows "[PAD<id>]" (llama.cpp), so a GGUF
+    tokenizer of Qwen2.5 has 151936 entries where the Hub one stops at 151665; the ids past the
+    shorter one are left out of the shared vocabulary (`ModelPair.vocab_size`)."""
+    draft_tokens, target_tokens = _by_id(draft_tokenizer), _by_id(target_tokenizer)
+    shared = min(len(draft_tokens), len(target_tokens))
+    if any(token is not None and not GGUF_PADDING.fullmatch(token)
+           for token in draft_tokens[shared:] + target_tokens[shared:]):
+        raise ModelLoadError(f"draft vocabulary has {len(draft_tokenizer)} tokens but target has "
+                             f"{len(target_tokenizer)}: speculative decoding needs the same tokenizer")
+    differing = next((index for index in range(shared) if draft_tokens[index] != target_tokens[index]), None)
+    if differing is not None:
+        raise ModelLoadError(f"draft and target vocabularies map them differently: token id {differing} is "
+                             f"{draft_tokens[differing]!r} for the draft but {target_tokens[differing]!r} for the "
+                             "target; speculative decoding needs the same tokenizer")
+    return shared if len(draft_tokens) != len(target_tokens) else None
+
+
+def check_end_tokens(pair: ModelPair) -> None:
+    """Refuse a pair whose end-of-sequence tokens lie past the shared vocabulary: it could never stop."""
+    outside = sorted(token_id for token_id in pair.eos_token_ids if token_id >= pair.vocab_size)
+    if outside:
+        raise ModelLoadError(f"the end-of-sequence token id {outside[0]} lies past the {pair.vocab_size} token ids "
+                             "draft and target share: speculative decoding needs the same tokenizer")
+
+
+def _by_id(tokenizer: PreTrainedTokenizerBase) -> list[str | None]:
+    """Token text by id from 0 to the largest id (None for an unused id)."""
+    vocab = tokenizer.get_vocab()
+    tokens: list[str | None] = [None] * (max(vocab.values(), default=-1) + 1)
+    for token, index in vocab.items():
+        tokens[index] = token
+    return tokens
 
 
 def resolve_device(name: str) -> torch.device:

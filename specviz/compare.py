@@ -1,12 +1,13 @@
 """Two runs side by side: the same prompt under settings A and B (k, temperature, drafter).
 
-Both token timelines are drawn over the same step range, so the one that needs fewer
-target forwards visibly ends sooner; a table sets their metrics against each other.
+The two outputs are lined up by output token position (specviz/figures/alignment.py), since
+runs with different k split the same text into different steps; each run's own token
+timeline follows, and a table sets their metrics against each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from html import escape
 from typing import Any, Iterator
 
@@ -15,14 +16,14 @@ import plotly.graph_objects as go
 
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace
+from specviz.figures.alignment import alignment_figure, first_difference
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
-from specviz.stop import session_key
 from specviz.controls import checked_prompt, choose_models
 from specviz.recording import record_run
 from specviz.policy import Policy
 from specviz.runner import Runner, RunRequest
-from specviz.stop import StopSignals
+from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.tokens import percent
 
@@ -56,14 +57,45 @@ class Comparison:
     traces: dict[str, Trace]
 
 
+@dataclass(frozen=True)
+class CompareViews:
+    """One value per output component of the comparison, in the order of `names()`."""
+
+    state: Comparison | None
+    status: str
+    alignment: go.Figure        # both outputs by token position
+    timeline_a: go.Figure
+    timeline_b: go.Figure
+    table: str
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+    def outputs(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.names())
+
+
 def compare_outputs(comparison: Comparison | None, status: str, style: FigureStyle = FigureStyle()) -> tuple[Any, ...]:
-    """(state, status, timeline A, timeline B, table) for the layout."""
-    timelines = aligned_timelines(comparison, style)
-    return comparison, status, timelines["A"], timelines["B"], comparison_table(comparison)
+    """The layout's output values (CompareViews order) for a comparison."""
+    return compare_views(comparison, status, style).outputs()
 
 
-def aligned_timelines(comparison: Comparison | None, style: FigureStyle = FigureStyle()) -> dict[str, go.Figure]:
-    """Each side's timeline, both over the same steps (the longer run's first window)."""
+def compare_status_only(status: str) -> tuple[Any, ...]:
+    """Outputs that change the status line only (the comparison on screen stays)."""
+    return tuple(status if name == "status" else gr.update() for name in CompareViews.names())
+
+
+def compare_views(comparison: Comparison | None, status: str, style: FigureStyle = FigureStyle()) -> CompareViews:
+    """Everything the comparison shows: the outputs lined up by token position, each run's timeline, the table."""
+    timelines = side_timelines(comparison, style)
+    runs = {side: comparison.traces[side] for side in SIDES if side in comparison.traces} if comparison else {}
+    return CompareViews(comparison, status, alignment_figure(runs, style), timelines["A"], timelines["B"],
+                        comparison_table(comparison))
+
+
+def side_timelines(comparison: Comparison | None, style: FigureStyle = FigureStyle()) -> dict[str, go.Figure]:
+    """Each side's own token timeline (its steps; the outputs are lined up by token position above)."""
     figures: dict[str, go.Figure] = {}
     for side in SIDES:
         trace = comparison.traces.get(side) if comparison else None
@@ -73,11 +105,6 @@ def aligned_timelines(comparison: Comparison | None, style: FigureStyle = Figure
         figure = timeline_figure(trace, selected_step=None, style=style)
         figure.layout.title.text = f"<b>{side}: {escape(comparison.sides[side].label)}</b>"
         figures[side] = figure
-    ranges = [tuple(f.layout.xaxis.range) for f in figures.values() if f.layout.xaxis.range]
-    if len(ranges) == 2:
-        widest = (min(r[0] for r in ranges), max(r[1] for r in ranges))
-        for figure in figures.values():
-            figure.layout.xaxis.range = widest
     return figures
 
 
@@ -128,20 +155,25 @@ def _identity(a: Trace | None, b: Trace | None) -> str:
     ids_a, ids_b = a.output.token_ids, b.output.token_ids
     if ids_a == ids_b:
         return "<div class='sv-note'><span class='sv-badge sv-ok'>✓ A and B wrote identical output</span></div>"
-    position = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
-    why = ("sampling draws different random numbers" if a.config.temperature or b.config.temperature
-           else "unexpected for greedy float32 runs")
-    return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ outputs differ from token {position + 1}</span>"
-            f" <span class='sv-muted'>({why})</span></div>")
+    position = first_difference([a, b])
+    if position is None:
+        shorter, count = ("A", len(ids_a)) if len(ids_a) < len(ids_b) else ("B", len(ids_b))
+        return (f"<div class='sv-note'><span class='sv-badge sv-warn'>{shorter} ended sooner</span> "
+                f"<span class='sv-muted'>(after {count} tokens, all equal to the other run's)</span></div>")
+    both_exact = a.config.exactness.token_for_token and b.config.exactness.token_for_token
+    why = ("both are greedy with a float32 target, so only a float-rounding near tie allows this" if both_exact
+           else "; ".join(f"{side}: {trace.config.exactness.label}" for side, trace in (("A", a), ("B", b))))
+    return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ outputs differ from token {position}</span>"
+            f" <span class='sv-muted'>({escape(why)})</span></div>")
 
 
-class CompareHandlers:
+class CompareHandlers(Stoppable):
     """Runs A then B in one generator (Stop keeps what finished)."""
 
     def __init__(self, runner: Runner, policy: Policy = Policy()):
+        super().__init__()
         self.runner = runner
         self.policy = policy
-        self.stops = StopSignals()
 
     def compare(self, large: bool, width: float | None, preset: str, draft: str, target: str, prompt: str,
                 max_new_tokens: float, seed: float, k_a: float, temperature_a: float, drafter_a: str, k_b: float,
@@ -150,10 +182,11 @@ class CompareHandlers:
         sides = {"A": _side(k_a, temperature_a, drafter_a), "B": _side(k_b, temperature_b, drafter_b)}
         requests = {name: _request(preset, draft, target, prompt, max_new_tokens, seed, side, self.policy)
                     for name, side in sides.items()}
-        session = session_key(request)
-        stop = self.stops.open(session)
         comparison = Comparison(sides, {})
-        try:
+        with self.stop_signal(request) as stop:
+            if stop.is_set():
+                yield compare_status_only(STOPPED_IN_QUEUE)
+                return
             for name in SIDES:
                 if stop.is_set():
                     break
@@ -163,11 +196,6 @@ class CompareHandlers:
                 comparison = Comparison(sides, {**comparison.traces, name: trace})
             done = "Stopped: the finished runs are kept." if stop.is_set() else "Done: A and B side by side."
             yield compare_outputs(comparison, done, style)
-        finally:
-            self.stops.close(session, stop)
-
-    def stop(self, request: gr.Request = None) -> None:
-        self.stops.request_stop(session_key(request))
 
     def restyle(self, comparison: Comparison | None, status: str, large: bool, width: float | None) -> tuple[Any, ...]:
         return compare_outputs(comparison, status, FigureStyle.for_screen(large, width))

@@ -12,7 +12,7 @@ import gradio as gr
 
 from specviz.assets import ASSETS_DIR, RecordedSweep, load_examples
 from specviz.compare import PRESETS as COMPARE_PRESETS
-from specviz.compare import CompareHandlers, compare_outputs
+from specviz.compare import CompareHandlers, CompareViews, compare_views
 from specviz.explore import KS, MAX_NEW_TOKENS, TEMPERATURES, ExploreHandlers, SweepControls
 from specviz.explore_views import ExploreViews, render_sweep
 from specviz.model_picker import model_picker, picker_changed
@@ -75,7 +75,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
     styled = [v["table"], v["temperature"], large, width]
 
     run.click(gpu(sweeps.sweep), inputs=[*styled, *sweep_in], outputs=views_out, show_progress_on=[v["status"]],
-              api_name="explore_sweep", api_visibility="private")
+              api_name="explore_sweep", api_visibility="private", validator=sweeps.queued)
     stop.click(sweeps.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="explore_stop", api_visibility="private")
     v["temperature"].input(sweeps.select_temperature, inputs=styled, outputs=[v["theory"], v["positions"]],
@@ -123,7 +123,8 @@ def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
 def _compare_section(handlers: CompareHandlers, picker: dict[str, Any], examples: list, large: gr.Checkbox,
                      width: gr.Number, policy: Policy, gpu: Callable[[Callable], Callable]) -> dict[str, Any]:
     gr.HTML("<h2 class='sv-section'>Compare two runs</h2><p class='sv-muted'>The same prompt and models "
-            "(chosen above) under two settings, each token timeline over the same steps.</p>")
+            "(chosen above) under two settings: both outputs lined up token by token (different k split the same "
+            "text into different steps), then each run's own step timeline.</p>")
     start = COMPARE_PRESETS["draft model vs n-gram"]
     sides: dict[str, Any] = {}
     with gr.Row(elem_id="sv-compare", equal_height=False):
@@ -151,23 +152,25 @@ def _compare_section(handlers: CompareHandlers, picker: dict[str, Any], examples
                 run = gr.Button("Run A and B", variant="primary", elem_id="sv-compare-run")
                 stop = gr.Button("Stop", variant="stop", elem_id="sv-compare-stop")
         with gr.Column(scale=3, min_width=320):
-            first = compare_outputs(None, "Pick two settings (or a preset) and press **Run A and B**.")
-            state = gr.State(None)
-            status = gr.Markdown(first[1], elem_id="sv-compare-status")
-            table = gr.HTML(first[4], elem_id="sv-compare-table")
-            timeline_a = gr.Plot(first[2], show_label=False, elem_id="sv-compare-a")
-            timeline_b = gr.Plot(first[3], show_label=False, elem_id="sv-compare-b")
-    outputs = [state, status, timeline_a, timeline_b, table]
+            first = compare_views(None, "Pick two settings (or a preset) and press **Run A and B**.")
+            views = {"state": gr.State(None), "status": gr.Markdown(first.status, elem_id="sv-compare-status"),
+                     "table": gr.HTML(first.table, elem_id="sv-compare-table"),
+                     "alignment": gr.Plot(first.alignment, show_label=False, elem_id="sv-compare-tokens"),
+                     "timeline_a": gr.Plot(first.timeline_a, show_label=False, elem_id="sv-compare-a"),
+                     "timeline_b": gr.Plot(first.timeline_b, show_label=False, elem_id="sv-compare-b")}
+    outputs = [views[name] for name in CompareViews.names()]
+    status = views["status"]
     run.click(gpu(handlers.compare), inputs=[large, width, picker["preset"], picker["draft"], picker["target"], prompt,
                                         max_new, seed, *side_widgets],
-              outputs=outputs, show_progress_on=[status], api_name="compare_run", api_visibility="private")
+              outputs=outputs, show_progress_on=[status], api_name="compare_run", api_visibility="private",
+              validator=handlers.queued)
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="compare_stop", api_visibility="private")
     for button, label in zip(presets, COMPARE_PRESETS):
         button.click(lambda name=label: handlers.preset(name), inputs=None, outputs=side_widgets,
                      show_progress="hidden", concurrency_limit=None, api_name="compare_preset",
                      api_visibility="private")
-    return {"state": state, "status": status, "outputs": outputs}
+    return {"state": views["state"], "status": status, "outputs": outputs}
 
 
 def _radio(update: dict[str, Any]) -> dict[str, Any]:

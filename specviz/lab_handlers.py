@@ -14,13 +14,12 @@ import gradio as gr
 
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace
-from specviz.stop import session_key
 from specviz.lab_view import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
 from specviz.controls import checked_prompt, choose_models
 from specviz.recording import record_run
 from specviz.policy import Policy
 from specviz.runner import Runner, RunRequest
-from specviz.stop import StopSignals
+from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 
 LOG = logging.getLogger(__name__)
@@ -28,11 +27,13 @@ Outputs = tuple[Any, ...]
 MAX_LAB_TOKENS = 256
 
 
-class LabHandlers:
+class LabHandlers(Stoppable):
+    """The Lab tab's behaviour: show a stage, record every stage of a prompt (Stop keeps what finished)."""
+
     def __init__(self, runner: Runner, policy: Policy = Policy()):
+        super().__init__()
         self.runner = runner
         self.policy = policy
-        self.stops = StopSignals()
 
     def show(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None) -> Outputs:
         """Switch the stage shown (no model runs)."""
@@ -44,10 +45,11 @@ class LabHandlers:
         """Record every stage for `prompt` (D first, checked against target-only), showing stage `key`."""
         base_request = _request(preset, draft, target, prompt, k, max_new_tokens, self.policy)
         style = FigureStyle.for_screen(large, width)
-        session = session_key(request)
-        stop = self.stops.open(session)
         live = LabSet({}, base_request.models.label)
-        try:
+        with self.stop_signal(request) as stop:
+            if stop.is_set():
+                yield status_only(lab, STOPPED_IN_QUEUE)
+                return
             for number, stage in enumerate(RUN_ORDER, start=1):
                 if stop.is_set():
                     break
@@ -71,13 +73,9 @@ class LabHandlers:
             status = (f"Stopped: {len(live.traces)} of {len(RUN_ORDER)} stages recorded." if stop.is_set()
                       else f"Recorded all {len(RUN_ORDER)} runs on {live.source}. Pick a stage to compare.")
             if live.checked is False:
-                status += " Stage D differed from target-only decoding, which should not happen: please report it."
+                status += (" Stage D differed from target-only decoding: only a float-rounding near tie allows "
+                           "that, so please report it.")
             yield render_lab(live, key, status, style).outputs()
-        finally:
-            self.stops.close(session, stop)
-
-    def stop(self, request: gr.Request = None) -> None:
-        self.stops.request_stop(session_key(request))
 
     def _baseline(self, request: RunRequest, trace: Trace) -> Trace:
         try:

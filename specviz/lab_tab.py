@@ -47,8 +47,8 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
                     most = min(MAX_LAB_TOKENS, policy.max_new_tokens)
                     max_new = gr.Slider(8, most, step=8, label="max new tokens", min_width=150,
                                         value=min(reference.config.max_new_tokens if reference else 64, most))
-                gr.Markdown("Greedy, float32: stage D must then equal target-only decoding, which the run checks.",
-                            elem_classes=["sv-note"])
+                gr.Markdown("Greedy, float32: stage D is then target-only decoding's output, exact up to float "
+                            "rounding at near ties, which the run checks.", elem_classes=["sv-note"])
                 with gr.Row():
                     run = gr.Button("Run the lab", variant="primary", elem_id="sv-lab-run")
                     stop = gr.Button("Stop", variant="stop", elem_id="sv-lab-stop")
@@ -70,7 +70,7 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
                       concurrency_limit=None, api_name="lab_restyle", api_visibility="private")
     run.click(gpu(handlers.run), inputs=[state, stage, large, width, picker["preset"], picker["draft"], picker["target"],
                                     prompt, k, max_new], outputs=views_out, show_progress_on=[status],
-              api_name="lab_run", api_visibility="private")
+              api_name="lab_run", api_visibility="private", validator=handlers.queued)
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="lab_stop", api_visibility="private")
     picker["preset"].change(lambda preset: picker_changed(runner, policy, preset), inputs=[picker["preset"]],

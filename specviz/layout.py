@@ -15,7 +15,6 @@ from engine.config import DRAFT_DTYPES, DTYPES, SpecConfig
 from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_examples, load_lab_traces,
                             load_recorded_sweep)
 from specviz.controls import Controls
-from specviz.exactness import exactness_note
 from specviz.explore_tab import explore_tab
 from specviz.handlers import Handlers, outputs
 from specviz.lab_tab import lab_tab
@@ -76,8 +75,9 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
 
         # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
         # (text for a number, a value out of range) gets the same clear sentence as the page's.
+        # The validator runs as a request joins the queue: Stop reaches a run still waiting there.
         run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
-                  show_progress_on=[views["status"]], api_name="run", preprocess=False)
+                  show_progress_on=[views["status"]], api_name="run", preprocess=False, validator=handlers.queued)
         views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
                               show_progress="hidden", concurrency_limit=8, api_visibility="private")
         stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
@@ -156,10 +156,10 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
             c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
         with gr.Row():
             c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
-                                           info="auto: int8 on a CPU, bfloat16 on CUDA; never changes the output")
+                                           info="auto: int8 on a CPU, bfloat16 on CUDA, else float32; never changes the output")
             c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
                                             elem_id="sv-target-dtype")
-    c["exactness"] = gr.Markdown(exactness_note("float32", start.temperature), elem_classes=["sv-note"],
+    c["exactness"] = gr.Markdown(Handlers.exactness("float32", start.temperature), elem_classes=["sv-note"],
                                  elem_id="sv-exactness")
     c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
                                      elem_id="sv-baseline")

@@ -90,7 +90,7 @@ class FakeRunner:
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         return trace.with_baseline(BaselineStats(tokens_per_s=(trace.summary.tokens_per_s or 1.0) / 2, identical=True,
                                                  wall_s=trace.wall_s * 2,
-                                                 exact_expected=request.models.target_dtype == "float32"))
+                                                 exact_expected=trace.config.exactness.token_for_token))
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         """Runs in engine.sweep's order; each finished run adds to its (k, T) cell (made-up values)."""

@@ -50,7 +50,7 @@ def test_runner_turns_load_and_input_errors_into_clear_messages(runner):
     with pytest.raises(RunnerError, match="nope/missing"):
         runner.start(RunRequest(ModelChoice(draft="nope/missing", target="nope/missing"), "x", SpecConfig()),
                      lambda fraction, message: None)
-    with pytest.raises(ValueError, match="exceeds the model context"):
+    with pytest.raises(ValueError, match="exceeds the target tiny-random/target's context of 1024 tokens"):
         runner.start(RunRequest(TINY, "x" * 5000, SpecConfig(max_new_tokens=64)), lambda fraction, message: None)
 
 
@@ -71,7 +71,7 @@ def test_gradio_client_streams_a_tiny_random_run(runner):
     assert len(streamed) >= 3 and streamed == sorted(streamed) and streamed[0] < streamed[-1]
     final = updates[-1]
     assert final["status"].startswith("Done") and "speedup vs target-only" in final["metrics"]
-    assert "identical to target-only output" in final["metrics"]
+    assert "identical to the target-only run (checked)" in final["metrics"]
 
 
 def test_app_rejects_an_unknown_preset_in_one_line():

@@ -4,6 +4,7 @@ the comparison of two runs; then a small real sweep and comparison on tiny-rando
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -13,10 +14,12 @@ import pytest
 
 from app import EngineRunner
 from engine.config import SpecConfig
+from engine.trace import TextTokens, Trace
 from fakes import FakeRunner
-from specviz.compare import Comparison, CompareHandlers, Side, aligned_timelines, comparison_table
+from specviz.compare import Comparison, CompareHandlers, CompareViews, Side, comparison_table, compare_views
 from specviz.explore import ExploreHandlers, SweepControls, parse_seeds
 from specviz.explore_views import ExploreViews
+from specviz.figures.alignment import alignment_figure, placed_tokens
 from specviz.policy import Policy
 from specviz.runner import ModelChoice, SweepRequest
 from specviz.sweep_table import SweepTable
@@ -165,22 +168,70 @@ def test_compare_runs_a_then_b_and_tables_their_metrics():
     assert [o[1] for o in outputs] == ["Running A (k = 5, greedy, draft model)…",
                                        "Running B (k = 5, greedy, n-gram)…", "Done: A and B side by side."]
     assert [r.config.drafter for r in runner.requests] == ["model", "ngram"]
-    comparison, _, timeline_a, timeline_b, table = outputs[-1]
-    assert set(comparison.traces) == {"A", "B"}
-    assert timeline_a.layout.xaxis.range == timeline_b.layout.xaxis.range
-    assert "A: k = 5" in timeline_a.layout.title.text and "n-gram" in timeline_b.layout.title.text
-    assert "acceptance rate" in table and "target forwards" in table and "tokens / s" in table
+    views = CompareViews(*outputs[-1])
+    assert set(views.state.traces) == {"A", "B"}
+    assert "A: k = 5" in views.timeline_a.layout.title.text and "n-gram" in views.timeline_b.layout.title.text
+    assert [bar.meta for bar in views.alignment.data] == ["accepted", "recovered", "bonus"]
+    assert "acceptance rate" in views.table and "target forwards" in views.table and "tokens / s" in views.table
 
 
-def test_comparison_table_and_alignment():
+def test_comparison_table():
     short, long = make_trace([4, 4]), make_trace([1, 0, 2, 1, 0, 3, 1, 0, 2, 1])
     comparison = Comparison({"A": Side(4, 0.0, "model"), "B": Side(4, 0.0, "ngram")}, {"A": short, "B": long})
-    figures = aligned_timelines(comparison)
-    assert list(figures["A"].layout.xaxis.range) == list(figures["B"].layout.xaxis.range) == [-0.5, 9.5]
     table = comparison_table(comparison)
-    assert "outputs differ from token" in table and "5.00× (worse)" in table       # forwards: 2 vs 10
+    assert "outputs differ from token 2" in table and "5.00× (worse)" in table       # forwards: 2 vs 10
+    assert "only a float-rounding near tie" in table                                 # both greedy, float32
+    sampled = Comparison(comparison.sides, {"A": short, "B": make_trace([1, 0, 2], sampling=True)})
+    assert "A: exact up to float rounding at near ties; B: lossless in law" in comparison_table(sampled)
+    stopped = comparison_table(Comparison(comparison.sides, {"A": make_trace([4]), "B": short}))
+    assert "A ended sooner" in stopped and "after 5 tokens, all equal" in stopped
     same = comparison_table(Comparison(comparison.sides, {"A": short, "B": short}))
     assert "identical output" in same and "same" in same
+
+
+TEXT = [(2000 + i, f"w{i}") for i in range(30)]
+
+
+def spelled(accepted: list[int], k: int) -> Trace:
+    """A trace whose steps accept `accepted` drafts, its emitted tokens rewritten to spell TEXT in order."""
+    trace, words = make_trace(accepted, k=k), iter(TEXT)
+    steps = []
+    for step in trace.steps:
+        emitted = []
+        for token in step.emitted:
+            token_id, text = next(words)
+            emitted.append(dataclasses.replace(token, id=token_id, text=text))
+        steps.append(dataclasses.replace(step, emitted=tuple(emitted)))
+    written = TEXT[:sum(len(step.emitted) for step in steps)]
+    output = TextTokens("".join(text for _, text in written), tuple(token_id for token_id, _ in written))
+    return dataclasses.replace(trace, steps=tuple(steps), output=output)
+
+
+def test_two_runs_of_different_step_splits_line_up_token_by_token():
+    few, many = spelled([4, 4, 4, 4, 4], k=4), spelled([1, 0, 2, 1, 0, 3, 1, 0, 2, 1, 2, 0], k=4)   # 25 tokens each
+    assert len(few.steps) != len(many.steps)
+    runs = {"A": few, "B": many}
+    for trace in runs.values():
+        placed = placed_tokens(trace)
+        assert [item.position for item in placed] == list(range(1, 26))
+        assert [(item.token.id, item.token.text) for item in placed] == TEXT[:25]
+    figure = alignment_figure(runs)
+    cells = {}                                                           # (row, position) -> text of the cell
+    for bar in figure.data:
+        for x, base, label in zip(bar.x, bar.base, bar.text):
+            if x is not None:
+                cells[(round(base + 0.4), x)] = label
+    assert all(cells[(1, position)] == cells[(0, position)] == f"w{position - 1}" for position in range(1, 26))
+    starts = {(round(shape.y0 + 0.5), shape.x0 + 0.5) for shape in figure.layout.shapes if shape.name == "step start"}
+    assert starts == {(1, p) for p in (1, 6, 11, 16, 21)} | {(0, p) for p in (1, 3, 4, 7, 9, 10, 14, 16, 17, 20, 22, 25)}
+    assert not [shape for shape in figure.layout.shapes if shape.name == "first difference"]
+    changed = dataclasses.replace(many, steps=many.steps[:-1] + (dataclasses.replace(
+        many.steps[-1], emitted=(dataclasses.replace(many.steps[-1].emitted[0], id=1),)),))
+    lines = [shape for shape in alignment_figure({"A": few, "B": changed}).layout.shapes
+             if shape.name == "first difference"]
+    assert [line.x0 for line in lines] == [24.5]                          # B's last token is now another id
+    views = compare_views(Comparison({"A": Side(4, 0.0, "model"), "B": Side(4, 0.0, "ngram")}, runs), "done")
+    assert "identical output" in views.table and list(views.alignment.layout.yaxis.ticktext) == ["A", "B"]
 
 
 def test_compare_presets_and_bad_input():
@@ -239,7 +290,9 @@ def test_the_sweep_handler_on_tiny_random(engine_runner):
 
 def test_draft_model_vs_ngram_on_tiny_random(engine_runner):
     outputs = list(CompareHandlers(engine_runner).compare(False, None, *compare_args(max_new_tokens=24)))
-    comparison, status, timeline_a, timeline_b, table = outputs[-1]
+    views = CompareViews(*outputs[-1])
+    comparison, status, timeline_a, timeline_b, table = (views.state, views.status, views.timeline_a,
+                                                         views.timeline_b, views.table)
     assert status == "Done: A and B side by side."
     a, b = comparison.traces["A"], comparison.traces["B"]
     assert a.config.drafter == "model" and b.config.drafter == "ngram" and b.config.draft == "ngram"

@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
+from html import escape
+
 from engine.metrics import BaselineStats
 from engine.records import CacheLengths
-from specviz.exactness import exactness_note, is_exact
+from engine.config import Exactness, SpecConfig
+from specviz.handlers import Handlers
 from specviz.output_view import metrics_html, output_html
 from specviz.step_detail import cache_sentence, find_step, step_detail_html
-from trace_factory import html_trace, make_trace
+from trace_factory import html_trace, make_trace, with_stale
 
 
 def test_cache_sentence_in_words():
-    assert cache_sentence("target", CacheLengths(48, 53, 3, 50)) == "target cache 48 → 53 → 50: 3 rejected positions cut"
-    assert cache_sentence("draft", CacheLengths(10, 14, 0, 14)).endswith("nothing to cut")
+    assert cache_sentence("target", CacheLengths(48, 53, 3, 50, 0)) == "target cache 48 → 53 → 50: 3 rejected positions cut"
+    assert cache_sentence("draft", CacheLengths(10, 14, 0, 14, 0)) == "draft cache 10 → 14: nothing to cut"
+
+
+def test_cache_sentence_says_what_a_lab_mode_left_in_place():
+    previous = CacheLengths(58, 64, 0, 64, 7)
+    assert (cache_sentence("target", CacheLengths(64, 70, 0, 70, 12), previous, "none")
+            == "target cache 64 → 70: 5 rejected positions left in place, 12 stale in total")
+    assert (cache_sentence("target", CacheLengths(64, 70, 0, 70, 12), previous, "zero_fill")
+            == "target cache 64 → 70: 5 rejected positions zero-filled in place, 12 stale in total")
+    assert (cache_sentence("target", CacheLengths(64, 70, 0, 70, 7), previous, "none")
+            == "target cache 64 → 70: nothing to cut, 7 stale in total")
+    assert cache_sentence("target", CacheLengths(0, 52, 0, 52, 5), None, "none").endswith(": 5 rejected positions "
+                                                                                       "left in place, 5 stale in total")
+    unknown = cache_sentence("target", CacheLengths(52, 58, 5, 58, None), None, "none")     # a trace/1 record, as given
+    assert unknown == "target cache 52 → 58 → 58: 5 rejected positions cut; stale positions unknown (a specviz.trace/1 record)"
+
+
+def test_step_detail_spells_out_stale_positions_of_a_lab_run():
+    trace = with_stale(make_trace([4, 1, 0]))
+    html = step_detail_html(trace, 2)
+    assert "target cache 21 → 26: 4 rejected positions left in place, 7 stale in total" in html
+    assert "draft cache 20 → 24: 3 rejected positions left in place, 5 stale in total" in html
+    assert "2 rejected positions zero-filled in place" in step_detail_html(with_stale(make_trace([4, 1, 0]), True), 1)
 
 
 def test_step_detail_shows_p_q_ratio_draw_and_residual_at_a_sampled_rejection():
@@ -60,22 +85,46 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "speedup vs target-only" not in html and "Greedy with a float32 target" in html
     assert "predicted speedup" in html and "α = Σ min(p, q) = 0.70" in html and "c = 0.30" in html
+    assert "speedup vs target-only" not in html and "(checked)" not in html
+    assert "exact up to float rounding at near ties</span>" in html and escape(Exactness.UP_TO_ROUNDING.note) in html
     same = make_trace([4, 1], baseline=BaselineStats(tokens_per_s=10.0, identical=True, wall_s=1.0))
     html = metrics_html(same)
-    assert "speedup vs target-only" in html and "✓ identical to target-only output" in html
+    assert "speedup vs target-only" in html and "✓ identical to the target-only run (checked)" in html
+    unexpected = make_trace([4, 1], baseline=BaselineStats(tokens_per_s=10.0, identical=False, exact_expected=True))
+    assert "✗ differs from the target-only run (checked)" in metrics_html(unexpected)
+    assert "near tie" in metrics_html(unexpected)
     differs = make_trace([4, 1], target_dtype="bfloat16",
                          baseline=BaselineStats(tokens_per_s=10.0, identical=False, exact_expected=False))
     html = metrics_html(differs)
-    assert "allowed here" in html and "bfloat16 target" in html and "not guaranteed" in html
+    assert "(checked; allowed here)" in html and escape(Exactness.NEAR_TIES_MAY_FLIP.note) in html
+    assert "near ties may flip</span>" in metrics_html(make_trace([4, 1], target_dtype="bfloat16"))
+    assert "lossless in law</span>" in metrics_html(make_trace([4, 1], sampling=True))
 
 
-def test_exactness_note():
-    assert is_exact("float32", 0.0) and not is_exact("bfloat16", 0.0) and not is_exact("float32", 0.7)
-    assert "not guaranteed" in exactness_note("bfloat16", 0.0)
-    assert "bfloat16 draft" in exactness_note("float32", 0.0)       # a bf16 draft keeps exactness
-    assert "distribution" in exactness_note("float32", 0.8)
+def test_one_exactness_rule_for_every_setting():
+    greedy = SpecConfig(target_dtype="float32")
+    assert greedy.exactness is Exactness.UP_TO_ROUNDING and greedy.exactness.token_for_token
+    for draft_dtype in ("int8", "bfloat16", "float16", "auto"):               # the draft never matters
+        assert greedy.replace(draft_dtype=draft_dtype).exactness is Exactness.UP_TO_ROUNDING
+    assert greedy.replace(carryover=False).exactness is Exactness.UP_TO_ROUNDING           # the draft's cache only
+    assert greedy.replace(draft_temperature=1.0).exactness is Exactness.UP_TO_ROUNDING     # sampled drafting
+    for target_dtype in ("bfloat16", "float16"):
+        assert greedy.replace(target_dtype=target_dtype).exactness is Exactness.NEAR_TIES_MAY_FLIP
+    assert greedy.replace(temperature=0.7).exactness is Exactness.IN_LAW
+    for cutoff_mode in ("none", "zero_fill"):                                   # the target's cache keeps rejects
+        assert greedy.replace(cutoff_mode=cutoff_mode).exactness is Exactness.NOT_GUARANTEED
+        assert greedy.replace(cutoff_mode=cutoff_mode, temperature=0.7).exactness is Exactness.NOT_GUARANTEED
+    assert [level.token_for_token for level in Exactness] == [False, True, False, False]
+
+
+def test_the_note_under_the_controls_reads_the_rule_and_never_calls_an_int8_draft_bfloat16():
+    assert Handlers.exactness("float32", 0.0) == Exactness.UP_TO_ROUNDING.note
+    assert Handlers.exactness("bfloat16", 0) == Exactness.NEAR_TIES_MAY_FLIP.note
+    assert Handlers.exactness("float32", 0.8) == Exactness.IN_LAW.note
+    assert Handlers.exactness("float32", 99) == ""                          # out of range: Run says why
+    assert "int8" in Exactness.UP_TO_ROUNDING.note
+    assert not any("bfloat16 draft" in level.note for level in Exactness)
 
 
 def test_step_detail_of_an_ngram_step_without_a_match():
