@@ -94,6 +94,14 @@ class EngineRunner:
                               json.loads(sweep_to_json(done.results, meta)))
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
+        """The loaded pair for `models`, loading it on a miss.
+
+        A full cache drops its least recently used pair only once the new pair has passed every
+        check that needs no weights (`load_pair`'s `before_weights`: preset, paths, Hub id, dtypes,
+        tokenizers), so a mistyped path or an unknown model leaves the cache as it was. Dropping
+        it then, not after the new weights have loaded, keeps the peak at MAX_LOADED_PAIRS pairs
+        (the default one is about 8 GB); the price is that a load failing once its weights are
+        being read (a damaged file, too little memory) has already dropped one pair."""
         if self.policy is not None:
             self.policy.check_models(models)
         progress(0.0, "starting the engine (the first run imports torch and transformers)")
@@ -104,18 +112,21 @@ class EngineRunner:
                 self._pairs.move_to_end(models.key)
                 progress(1.0, "models ready")
                 return self._pairs[models.key]
-            while len(self._pairs) >= MAX_LOADED_PAIRS:
-                self._pairs.popitem(last=False)
             # A custom pair without a draft model uses the n-gram drafter ("ngram" loads no draft).
             which = ({"preset": models.preset} if models.preset
                      else {"draft": models.draft or "ngram", "target": models.target})
             try:
                 pair = load_pair(**which, device=self.device, draft_dtype=models.draft_dtype,
-                                 target_dtype=models.target_dtype, progress=progress)
+                                 target_dtype=models.target_dtype, progress=progress, before_weights=self._make_room)
             except ModelLoadError as error:
                 raise RunnerError(str(error)) from None
             self._pairs[models.key] = pair
             return pair
+
+    def _make_room(self) -> None:
+        """Drop least recently used pairs until one more fits (called with the lock held)."""
+        while len(self._pairs) >= MAX_LOADED_PAIRS:
+            self._pairs.popitem(last=False)
 
 
 class StepsOnComputeThread:

@@ -2,11 +2,12 @@
 
 Two measured quantities drive it:
 
-- `StepCosts`, kept on the loaded pair and shared by all its generations (costs are
-  a property of the models and the machine, not of the prompt): milliseconds per
-  drafted token, and milliseconds of a verify forward by the number of tokens it
-  fed. Verifying is not flat in that number on every backend (stock float32
-  kernels on a CPU cost one step per three rows), so each size is measured.
+- `StepCosts`, kept on the loaded pair per drafter (`DrafterCosts`) and shared by
+  all its generations with that drafter (costs are a property of the models, the
+  drafter and the machine, not of the prompt): milliseconds per drafted token, and
+  milliseconds of a verify forward by the number of tokens it fed. Verifying is not
+  flat in that number on every backend (stock float32 kernels on a CPU cost one
+  step per three rows), so each size is measured.
 - the acceptance rate a of this generation, from decayed counts of the draft
   positions the target reached and accepted (a step that accepts 3 of 5 reached
   4 positions and accepted 3).
@@ -17,9 +18,19 @@ tab draws) and cost(k) = k * draft_ms + verify_ms(k + 1 tokens). Sizes not yet
 measured are estimated optimistically, so the controller goes and measures them:
 a larger size is taken to cost what the nearest measured smaller one did (flat),
 a smaller one to scale down in proportion to its rows. k stays within
-[1, max_k]. A generation starts from the pair's last acceptance estimate (0.5 at
-first) and, once costs are known, from the k they favour; before that, from the
-configured k. The first step's forwards, which also prefill the prompt, are not timed.
+[1, max_k]. A generation starts from its drafter's last acceptance estimate on the
+pair (0.5 at first) and, once costs are known, from the k they favour; before that,
+from the configured k. The first step's forwards also prefill the prompt (the
+target's verify and the draft model's first forward), so they are not timed: their
+verdicts count, their milliseconds never reach the costs.
+
+An n-gram lookup drafts in microseconds where a draft model pays a forward per token,
+and the two are accepted at unrelated rates, so each drafter keeps its own costs and
+acceptance: a run with one never steers the k of a run with the other. What else
+changes the costs (dtypes, device, prepacking) is the pair's own. Sampling's top-k and
+top-p add work to drafting and verifying alike, which leaves the ratio that decides k
+nearly where it was, and the acceptance prior weighs two positions, so a change of
+temperature is learned within a few steps.
 
 Unlike transformers' +2/-1 heuristic this sees the cost side, so it settles on a
 short k where drafting is expensive relative to verifying and a long one where
@@ -110,6 +121,18 @@ class AdaptiveDraftLength:
         alpha = self.acceptance
         return max(range(1, self.max_k + 1),
                    key=lambda k: expected_tokens_per_step(alpha, k) / max(1e-9, self.costs.step_ms(k)))
+
+
+@dataclass
+class DrafterCosts:
+    """A pair's measured costs, one `StepCosts` per drafter ("model", "ngram"): shared by
+    the generations that draft the same way, never between drafters."""
+
+    by_drafter: dict[str, StepCosts] = field(default_factory=dict)
+
+    def for_drafter(self, drafter: str) -> StepCosts:
+        """The costs of `drafter` on this pair, empty until its first timed step."""
+        return self.by_drafter.setdefault(drafter, StepCosts())
 
 
 def _blend(previous: float | None, value: float, weight: float = 0.5) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,10 @@ import gradio as gr
 from engine.config import ConfigError, SpecConfig
 from specviz.explore_views import ExploreViews, duration, progress_line, render_sweep
 from specviz.export import prune_exports
-from specviz.stop import session_key
 from specviz.controls import choose_models
 from specviz.policy import Policy
 from specviz.runner import RunnerError, Runner, SweepRequest
-from specviz.stop import StopSignals
+from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.sweep_table import MAX_SWEEP_BYTES, SweepFormatError, SweepTable
 from specviz.uploads import parse_upload
@@ -94,15 +94,15 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
     return seeds
 
 
-class ExploreHandlers:
+class ExploreHandlers(Stoppable):
     """Sweep behaviour bound to a Runner; `min_interval` (seconds) throttles how often figures redraw,
     `policy` is what this server accepts."""
 
     def __init__(self, runner: Runner, min_interval: float = 0.5, policy: Policy = Policy()):
+        super().__init__()
         self.runner = runner
         self.min_interval = min_interval
         self.policy = policy
-        self.stops = StopSignals()
 
     def sweep(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
               preset: str, draft: str, target: str, drafter: str, ks: list, temperatures: list, prompts: list,
@@ -115,8 +115,14 @@ class ExploreHandlers:
         except (ConfigError, ValueError, TypeError) as error:
             raise gr.Error(str(error)) from None
         style = FigureStyle.for_screen(large, width)
-        session = session_key(request)
-        stop = self.stops.open(session)
+        with self.stop_signal(request) as stop:
+            if stop.is_set():
+                yield status_only(table, STOPPED_IN_QUEUE)
+                return
+            yield from self._sweep(sweep_request, table, temperature, style, stop, progress)
+
+    def _sweep(self, sweep_request: SweepRequest, table: SweepTable | None, temperature: float | None,
+               style: FigureStyle, stop: threading.Event, progress: gr.Progress) -> Iterator[Outputs]:
         updates = self.runner.sweep(sweep_request, progress=lambda fraction, message: progress(fraction, desc=message))
         shown, update, last_draw, draw_s = None, None, 0.0, 0.0
         try:
@@ -151,11 +157,6 @@ class ExploreHandlers:
             yield render_sweep(shown, status, temperature, style).outputs()
         finally:
             updates.close()
-            self.stops.close(session, stop)
-
-    def stop(self, request: gr.Request = None) -> None:
-        """Ask this session's sweep to stop after the run in progress."""
-        self.stops.request_stop(session_key(request))
 
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
                            width: float | None) -> tuple[Any, Any]:

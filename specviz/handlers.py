@@ -2,7 +2,8 @@
 
 Generation is stepped inside the `run` generator; Stop sets the session's stop signal,
 which the generator reads between steps before it yields the final, stopped view
-(the partial trace stays in the session state).
+(the partial trace stays in the session state). A run gets its signal as it joins the
+queue (`queued`), so Stop also cancels a run still waiting there: it never starts.
 Every problem a user can cause becomes a gr.Error with one clear sentence.
 """
 
@@ -17,9 +18,9 @@ from typing import Any, Iterator
 
 import gradio as gr
 
+from engine.config import ConfigError, SpecConfig
 from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError
 from specviz.controls import Controls
-from specviz.exactness import exactness_note
 from specviz.export import export_files, prune_exports
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
@@ -27,7 +28,7 @@ from specviz.policy import Policy
 from specviz.replay import first_steps
 from specviz.runner import CUSTOM, Generation, RunnerError, RunRequest, Runner
 from specviz.step_detail import find_step, step_detail_html
-from specviz.stop import StopSignals, session_key
+from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
 from specviz.uploads import parse_upload
 from specviz.views import Views, render
@@ -37,7 +38,7 @@ Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
 
 
-class Handlers:
+class Handlers(Stoppable):
     """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
     `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts."""
 
@@ -47,7 +48,7 @@ class Handlers:
         self.min_interval = min_interval
         self.replay_delay = replay_delay
         self.policy = policy
-        self.stops = StopSignals()
+        super().__init__()
 
     # --- run / stop -----------------------------------------------------------------------
     def run(self, trace: Trace | None, large: bool, width: float | None, preset: str, draft: str, target: str,
@@ -59,13 +60,14 @@ class Handlers:
         `large` and `width` (viewport pixels) size the figures; the parameters after them are the
         Controls fields, in order (named for API users).
         """
-        run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature, top_p,
-                                        top_k, max_new_tokens, seed, draft_dtype, target_dtype, with_baseline),
-                               self.policy)
-        style = FigureStyle.for_screen(large, width)
-        session = session_key(request)
-        stop = self.stops.open(session)
-        try:
+        with self.stop_signal(request) as stop:
+            if stop.is_set():
+                yield status_only(trace, STOPPED_IN_QUEUE)
+                return
+            run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature,
+                                            top_p, top_k, max_new_tokens, seed, draft_dtype, target_dtype,
+                                            with_baseline), self.policy)
+            style = FigureStyle.for_screen(large, width)
             progress(0.0, desc=f"Loading {run_request.models.label}…")
             try:
                 generation = self.runner.start(run_request,
@@ -85,12 +87,6 @@ class Handlers:
             yield outputs(render(trace, finished_status(trace), style=style))
             if run_request.with_baseline:
                 yield from self._baseline(run_request, trace, style)
-        finally:
-            self.stops.close(session, stop)
-
-    def stop(self, request: gr.Request = None) -> None:
-        """Ask this session's run to stop after the step in progress."""
-        self.stops.request_stop(session_key(request))
 
     def _stream(self, generation: Generation, style: FigureStyle, stop: threading.Event) -> Iterator[Outputs]:
         last_yield, render_s = 0.0, 0.0
@@ -189,7 +185,12 @@ class Handlers:
 
     @staticmethod
     def exactness(target_dtype: str, temperature: float | None) -> str:
-        return exactness_note(target_dtype, float(temperature or 0.0))
+        """The note under the controls: what these settings guarantee (engine.config.Exactness)."""
+        try:
+            config = SpecConfig(temperature=float(temperature or 0.0), target_dtype=str(target_dtype or "float32"))
+        except (ConfigError, TypeError, ValueError):      # an out-of-range value is reported when Run is pressed
+            return ""
+        return config.exactness.note
 
     # --- import / export ------------------------------------------------------------------
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:

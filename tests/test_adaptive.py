@@ -1,11 +1,16 @@
-"""The adaptive draft length controller (engine/adaptive.py) on scripted costs and verdicts."""
+"""The adaptive draft length controller (engine/adaptive.py) on scripted costs and verdicts, then
+in the engine on the tiny-random pair: costs kept per drafter, the prefill step never timed."""
 
 from __future__ import annotations
 
 import pytest
 
 from engine.adaptive import AdaptiveDraftLength, StepCosts
+from engine.config import SpecConfig
+from engine.engine import SpeculativeEngine
+from engine.generation import Generation
 from engine.metrics import expected_tokens_per_step
+from engine.models import load_pair
 
 
 def feed(controller: AdaptiveDraftLength, steps: int, draft_ms: float, verify) -> list[int]:
@@ -87,3 +92,46 @@ def test_the_prefill_step_counts_its_verdicts_but_not_its_costs():
     controller.observe(4, 4, draft_ms=2000.0, verify_ms=3000.0, verify_rows=60, timed=False)
     assert controller.costs.draft_ms_per_token is None and controller.costs.verify_ms_by_rows == {}
     assert controller.k == 4 and controller.acceptance > 0.5
+
+
+
+@pytest.fixture
+def pair():
+    return load_pair("tiny-random", device="cpu")
+
+
+def start(pair, drafter: str) -> Generation:
+    return SpeculativeEngine(pair).start("def fib(n): return fib(n - 1) + fib(n - 2)",
+                                         SpecConfig(k=3, adaptive_k=True, drafter=drafter, max_new_tokens=24))
+
+
+def finish(generation: Generation) -> Generation:
+    while not generation.is_done:
+        generation.step()
+    return generation
+
+
+def test_each_drafter_keeps_its_own_costs_and_acceptance_on_the_pair(pair):
+    model_costs = pair.step_costs.for_drafter("model")
+    model_costs.draft_ms_per_token, model_costs.verify_ms_by_rows = 1000.0, {rows: 10.0 for rows in range(2, 8)}
+    model_costs.acceptance = 0.05                      # a draft model that costs much and is rarely right: k = 1
+    ngram = start(pair, "ngram")
+    assert ngram.adaptive.k == 3                       # the configured k: the model's costs do not steer it
+    finish(ngram)
+    assert model_costs == StepCosts(1000.0, {rows: 10.0 for rows in range(2, 8)}, 0.05)   # nor does it touch them
+    ngram_costs = pair.step_costs.for_drafter("ngram")
+    assert ngram.adaptive.costs is ngram_costs and ngram_costs.verify_ms_by_rows
+    model = start(pair, "model")
+    assert model.adaptive.costs is model_costs and model.adaptive.k == 1
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_the_prefill_step_never_reaches_the_costs_of_either_model(pair, drafter, monkeypatch):
+    observed = []
+    real = StepCosts.observe
+    monkeypatch.setattr(StepCosts, "observe", lambda costs, *args: observed.append(args) or real(costs, *args))
+    first, *rest = finish(start(pair, drafter)).records
+    assert first.kv_target.before == 0 and len(rest) > 3          # the first step prefills the target...
+    if drafter == "model":                                         # ...and the draft model
+        assert first.kv_draft.before == 0 < min(step.kv_draft.before for step in rest)
+    assert observed == [(step.k, step.timing.draft, step.timing.verify, step.k + 1) for step in rest]
