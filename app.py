@@ -9,7 +9,6 @@ the page, with its recorded trace, is up in seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -17,12 +16,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from engine.compute_thread import ComputeThread  # noqa: E402  (after the analytics switch)
-from engine.config import DEVICES  # noqa: E402
+from engine.config import DEVICES, NGRAM_DRAFTER  # noqa: E402
+from engine.decode.compute_thread import ComputeThread  # noqa: E402  (after the analytics switch)
+from engine.sweep_format import sweep_document  # noqa: E402
 from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
-from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RunnerError, RunRequest,  # noqa: E402
+from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RunRequest, RunnerError,  # noqa: E402
                             SweepRequest, SweepUpdate)
 from specviz.theme import css, theme  # noqa: E402
 
@@ -35,7 +35,7 @@ MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is ke
 class EngineRunner:
     """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
-    (engine/compute_thread.py): spread over Gradio's worker threads, each step was 10-50 % slower."""
+    (engine/decode/compute_thread.py): spread over Gradio's worker threads, each step was 10-50 % slower."""
 
     def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
         self.device = device
@@ -47,8 +47,7 @@ class EngineRunner:
 
     def presets(self) -> Sequence[PresetInfo]:
         from engine.presets import PRESETS
-        presets = PRESETS.values() if isinstance(PRESETS, dict) else PRESETS
-        return [PresetInfo(p.name, p.description, p.default_drafter) for p in presets]
+        return [PresetInfo(p.name, p.description, p.default_drafter) for p in PRESETS.values()]
 
     @property
     def default_preset(self) -> str:
@@ -82,7 +81,7 @@ class EngineRunner:
 
     def _sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         from engine import SpeculativeEngine
-        from engine.sweep import run_sweep, sweep_to_json
+        from engine.decode.run_sweep import run_sweep
         pair = self._pair(request.models, progress)
         meta = {"preset": request.models.preset or None, "draft": pair.draft_name, "target": pair.target_name,
                 "prompts": list(request.prompts), "ks": list(request.ks), "temperatures": list(request.temperatures),
@@ -91,7 +90,7 @@ class EngineRunner:
         for done in run_sweep(SpeculativeEngine(pair), request.prompts, request.ks, request.temperatures,
                               request.seeds, request.config):
             yield SweepUpdate(done.done, done.total, done.elapsed_s, done.eta_s,
-                              json.loads(sweep_to_json(done.results, meta)))
+                              sweep_document(done.results, meta))
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
         """The loaded pair for `models`, loading it on a miss.
@@ -106,15 +105,15 @@ class EngineRunner:
             self.policy.check_models(models)
         progress(0.0, "starting the engine (the first run imports torch and transformers)")
         from engine import load_pair
-        from engine.models import ModelLoadError
+        from engine.presets import ModelLoadError
         with self._lock:
             if models.key in self._pairs:
                 self._pairs.move_to_end(models.key)
                 progress(1.0, "models ready")
                 return self._pairs[models.key]
-            # A custom pair without a draft model uses the n-gram drafter ("ngram" loads no draft).
+            # A custom pair without a draft model uses the n-gram drafter (it loads no draft model).
             which = ({"preset": models.preset} if models.preset
-                     else {"draft": models.draft or "ngram", "target": models.target})
+                     else {"draft": models.draft or NGRAM_DRAFTER, "target": models.target})
             try:
                 pair = load_pair(**which, device=self.device, draft_dtype=models.draft_dtype,
                                  target_dtype=models.target_dtype, progress=progress, before_weights=self._make_room)

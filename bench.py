@@ -1,5 +1,5 @@
 """bench.py: SpecViz's engine against target-only decoding and transformers' assisted
-generation, in one process on one machine (DESIGN.md section 7).
+generation, in one process on one machine (docs/benchmark.md).
 
     python bench.py [--preset qwen-coder] [--quick] [--repeats 3] [--max-new-tokens 64]
 
@@ -11,7 +11,7 @@ markdown table. `--quick` uses tiny-random and finishes in about a minute.
 Three pairs load once: the plain float32 pair (what transformers' generate() gets,
 and the reference for every speedup: target-only decoding on the plain float32
 target), the same with a bfloat16 draft, and SpecViz's fast pair (int8 draft,
-oneDNN-prepacked float32 target, engine/cpu_kernels.py) at several k and with
+oneDNN-prepacked float32 target, engine/loading/cpu_kernels.py) at several k and with
 adaptive k. A fourth pairs the plain float32 draft with the fast pair's prepacked
 target: what `load_pair(draft_dtype="float32")` gives, at the dtypes of the
 transformers rows. Theory: E(a, k) / (k c + 1) with a the mean per-position overlap
@@ -34,12 +34,12 @@ from typing import Callable
 
 import torch
 
-from engine.adaptive import DrafterCosts
-from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
+from engine.config import NGRAM_DRAFTER, SpecConfig
+from engine.decode.adaptive import DrafterCosts
+from engine.decode.pair import ModelPair
+from engine.decode.speculative import SpeculativeEngine
+from engine.loading.models import load_pair
 from engine.metrics import expected_speedup, expected_tokens_per_step
-from engine.models import load_pair
-from engine.pair import ModelPair
 
 PROMPTS = {
     "code": "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring.",
@@ -130,7 +130,7 @@ def bench_engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeat
 
 
 def bench_target_only(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: int) -> dict[str, tuple[int, ...]]:
-    """SpecViz's own one-token-per-forward loop (engine/baseline.py): the speedup reference."""
+    """SpecViz's own one-token-per-forward loop (engine/decode/baseline.py): the speedup reference."""
     outputs = {}
     for name, prompt in PROMPTS.items():
         prompt_ids = engine.pair.encode_prompt(prompt)
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> dict:
             (f"SpecViz, recorder on, k={args.k}", SpeculativeEngine(pair), base),
             (f"SpecViz, recorder off, k={args.k}", SpeculativeEngine(pair, detailed_trace=False), base),
             ("SpecViz, adaptive k", SpeculativeEngine(pair), base.replace(adaptive_k=True)),
-            ("SpecViz, n-gram drafter", SpeculativeEngine(pair), base.replace(drafter="ngram")),
+            ("SpecViz, n-gram drafter", SpeculativeEngine(pair), base.replace(drafter=NGRAM_DRAFTER)),
             (f"SpecViz, bf16 draft, k={args.k}", SpeculativeEngine(bf16_pair), base),
             (f"{packed_name}, recorder on, k={args.k}", SpeculativeEngine(packed_pair), base),
             (f"{packed_name}, recorder off, k={args.k}", SpeculativeEngine(packed_pair, detailed_trace=False), base),

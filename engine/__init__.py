@@ -15,11 +15,11 @@ _EXPORTS = {
     "Trace": "engine.trace",
     "TraceFormatError": "engine.trace",
     "StepRecord": "engine.records",
-    "load_pair": "engine.models",
-    "ModelPair": "engine.models",
-    "ModelLoadError": "engine.models",
+    "load_pair": "engine.loading.models",
+    "ModelPair": "engine.decode.pair",
+    "ModelLoadError": "engine.presets",
     "PRESETS": "engine.presets",
-    "SpeculativeEngine": "engine.engine",
+    "SpeculativeEngine": "engine.decode.speculative",
 }
 
 __all__ = sorted(_EXPORTS)

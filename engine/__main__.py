@@ -1,7 +1,7 @@
-"""`python -m engine run|sweep ...`: see engine/cli.py."""
+"""`python -m engine run|sweep ...`: see engine/cli/main.py."""
 
 import sys
 
-from engine.cli import main
+from engine.cli.main import main
 
 sys.exit(main())

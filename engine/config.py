@@ -1,6 +1,6 @@
 """SpecConfig: every knob of one speculative decoding run, validated on creation.
 
-Field names match the trace's `config` object (DESIGN.md section 3), so a config
+Field names match the trace's `config` object (docs/architecture.md §3), so a config
 round-trips through JSON unchanged. Pure Python: no torch import, so the UI can
 build and validate configs without loading a model.
 """
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-DRAFTERS = ("model", "ngram")
+MODEL_DRAFTER = "model"         # a draft language model proposes the tokens
+NGRAM_DRAFTER = "ngram"         # prompt lookup proposes them; as a draft reference, "no draft model"
+DRAFTERS = (MODEL_DRAFTER, NGRAM_DRAFTER)
 DTYPES = ("float32", "bfloat16", "float16")
 REDUCED_PRECISION = ("bfloat16", "float16")     # target dtypes whose rounding flips near ties more often
 # int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
@@ -76,8 +78,8 @@ class SpecConfig:
     top_k: int = 0                   # 0 = no top-k filter
     max_new_tokens: int = 64         # exactly this many new tokens unless EOS comes first
     seed: int = 0                    # seeds every random draw of the run
-    drafter: str = "model"           # "model" (draft LM) or "ngram" (prompt lookup)
-    adaptive_k: bool = False         # pick each step's k in [1, 2k] for the most tokens per second (engine/adaptive.py)
+    drafter: str = MODEL_DRAFTER     # "model" (draft LM) or "ngram" (prompt lookup): DRAFTERS
+    adaptive_k: bool = False         # pick each step's k in [1, 2k] for the most tokens per second (engine/decode/adaptive.py)
     confidence_threshold: float = 0.0  # stop drafting once the draft's top prob falls below (0 = off)
     ngram_min: int = 1               # prompt lookup: shortest suffix n-gram to match
     ngram_max: int = 3               # prompt lookup: longest suffix n-gram to match

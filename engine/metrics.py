@@ -5,6 +5,9 @@ Definitions (also in the README):
 - mean accepted length = emitted tokens per step, the bonus/recovered token included;
 - per-position acceptance[i] = P(draft i accepted | draft i was verified);
 - accepted-length histogram[n] = number of steps that accepted exactly n drafts.
+
+And the i.i.d. acceptance model the figures compare with: each draft accepted with
+probability a, independently, so a step emits E = (1 - a^(k+1)) / (1 - a) tokens on average.
 """
 
 from __future__ import annotations
@@ -103,3 +106,31 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
 def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
     """(1 - a^(k+1)) / ((1 - a)(k c + 1)): Leviathan et al.'s walltime improvement factor."""
     return expected_tokens_per_step(alpha, k) / (k * cost_ratio + 1.0)
+
+
+# The i.i.d. acceptance model: each draft accepted with probability a, independently. The number
+# accepted in a step of k drafts is then truncated-geometric: P(n) = a^n (1 - a) for n < k, P(k) = a^k.
+
+def verified_acceptance(steps: Sequence[StepRecord]) -> float | None:
+    """Estimate of a: accepted / verified drafts (the maximum-likelihood fit of the model).
+
+    Unverified drafts (after a rejection) say nothing about a, so they are left out;
+    this is why it can differ from the summary's accepted / drafted rate.
+    """
+    accepted = sum(step.num_accepted for step in steps)
+    rejected = sum(step.verdicts.count("rejected") for step in steps)
+    return accepted / (accepted + rejected) if accepted + rejected else None
+
+
+def truncated_geometric(alpha: float, k: int) -> list[float]:
+    """P(n accepted) for n = 0..k."""
+    return [alpha**n * (1.0 - alpha) for n in range(k)] + [alpha**k]
+
+
+def expected_histogram(alpha: float, ks: Sequence[int], max_k: int) -> list[float]:
+    """Model probability of n = 0..max_k accepted, averaged over steps with draft lengths `ks`."""
+    total = [0.0] * (max_k + 1)
+    for k in ks:
+        for n, probability in enumerate(truncated_geometric(alpha, k)):
+            total[n] += probability
+    return [value / len(ks) for value in total] if ks else total

@@ -2,7 +2,7 @@
 
 These are what the recorder writes and what every figure draws. No tensors ever
 reach them, so a trace is cheap to keep, safe to serialise, and replayable
-without a model. Field names follow DESIGN.md sections 3 and 3b (schema specviz.trace/2).
+without a model. Field names follow the trace schema, docs/architecture.md §3 (specviz.trace/2).
 """
 
 from __future__ import annotations

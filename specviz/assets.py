@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.sweep_format import SweepFormatError
+from engine.sweep_reader import SweepTable
 from engine.trace import Trace, TraceFormatError
-from specviz.sweep_table import SweepFormatError, SweepTable
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 DEMO_TRACE = "qwen-coder-greedy.json"   # recorded with the default pair; preferred on the first screen

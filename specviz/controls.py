@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from engine.config import DRAFT_DTYPES, DTYPES, ConfigError, SpecConfig
+from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, ConfigError, SpecConfig
 from specviz.policy import Policy
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
+from specviz.updates import ComponentFields
 
 MAX_PROMPT_CHARS = 8000
 
 
 @dataclass(frozen=True)
-class Controls:
+class Controls(ComponentFields):
     """Widget values in the order the layout passes them (see `names()`)."""
 
     preset: str
@@ -31,10 +32,6 @@ class Controls:
     draft_dtype: str
     target_dtype: str
     with_baseline: bool
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return [field.name for field in fields(cls)]
 
     def to_request(self, policy: Policy = Policy()) -> RunRequest:
         """Check every value, whatever its type (API callers send any JSON); raises ConfigError
@@ -72,7 +69,7 @@ def checked_prompt(prompt: str | None) -> str:
     return text
 
 
-def choose_models(preset: str, draft: str, target: str, drafter: str = "model", draft_dtype: str = "auto",
+def choose_models(preset: str, draft: str, target: str, drafter: str = MODEL_DRAFTER, draft_dtype: str = "auto",
                   target_dtype: str = "float32") -> ModelChoice:
     """The pair to load: a preset, or custom draft and target; ConfigError with one sentence otherwise."""
     dtypes = {"draft_dtype": draft_dtype, "target_dtype": target_dtype}
@@ -83,7 +80,7 @@ def choose_models(preset: str, draft: str, target: str, drafter: str = "model", 
     draft, target = (draft or "").strip(), (target or "").strip()
     if not target:
         raise ConfigError("Enter a target model for the custom pair (hub id, local folder or .gguf path).")
-    if not draft and drafter == "model":
+    if not draft and drafter == MODEL_DRAFTER:
         raise ConfigError("Enter a draft model for the custom pair, or switch the drafter to n-gram.")
     return ModelChoice(draft=draft, target=target, **dtypes)
 

@@ -1,8 +1,8 @@
-"""The page: a Run tab (controls on the left, figures and step detail on the right; one column on a
-phone), an Explore tab (k x temperature sweeps, two runs side by side) and a Lab tab (stages A-D).
+"""The page: a header with the large-text toggle, then three tabs, each built by its own folder:
+Run (specviz/run/tab.py), Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
 
-`build_demo(runner)` wires the layout to `Handlers`; the caller launches it with the
-theme and css (Gradio 6 takes both in `launch()`, see app.py).
+`build_demo(runner)` builds the Blocks; the caller launches it with the theme and css
+(Gradio 6 takes both in `launch()`, see app.py).
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import DRAFT_DTYPES, DTYPES, SpecConfig
-from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_examples, load_lab_traces,
-                            load_recorded_sweep)
-from specviz.controls import Controls
-from specviz.explore_tab import explore_tab
-from specviz.handlers import Handlers, outputs
-from specviz.lab_tab import lab_tab
-from specviz.lab_view import KEYS, LabSet, recorded_lab
+from specviz.assets import ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_lab_traces, load_recorded_sweep
+from specviz.explore.tab import explore_tab
+from specviz.lab.tab import lab_tab
+from specviz.lab.views import KEYS, LabSet, recorded_lab
 from specviz.policy import Policy
-from specviz.runner import CUSTOM, Runner
-from specviz.views import Views, render
+from specviz.run.tab import run_tab
+from specviz.runner import Runner
 
 TITLE = "SpecViz: speculative decoding, step by step"
 INTRO = (
@@ -31,8 +27,6 @@ INTRO = (
     "Every step below was recorded: scrub through it, or press <b>Run</b> to record your own.</p></div>"
 )
 LARGE_TEXT_JS = "(large) => { document.body.classList.toggle('sv-large', large); }"
-DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
-STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its last run or upload
 
 
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
@@ -41,13 +35,9 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
     """The Blocks app; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU Spaces); `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
     sweep and lab set shown first come from assets/ unless given."""
-    handlers = Handlers(runner, policy=policy)
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
-    first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
-    initial = render(demo_trace.trace, _demo_status(demo_trace), selected=first)
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
-        state = gr.State(demo_trace.trace, time_to_live=STATE_TTL_S)
         with gr.Row(elem_id="sv-top"):
             with gr.Column(scale=5, min_width=300):
                 gr.HTML(INTRO)
@@ -56,145 +46,13 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
         with gr.Tabs(elem_id="sv-tabs"):
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
-                with gr.Row(elem_id="sv-main", equal_height=False):
-                    with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
-                        controls = _controls(runner, demo_trace, policy)
-                        with gr.Row():
-                            run = gr.Button("Run", variant="primary", elem_id="sv-run")
-                            stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
-                    with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
-                        views = _views(initial)
+                run_tab(runner, demo_trace, policy, large, width, gpu)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
                 explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
                             policy, gpu)
             with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
                 lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)),
                         policy, gpu)
-        views_out = [state if name == "trace" else views[name] for name in Views.names()]
-        control_in = [controls[name] for name in Controls.names()]
-
-        # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
-        # (text for a number, a value out of range) gets the same clear sentence as the page's.
-        # The validator runs as a request joins the queue: Stop reaches a run still waiting there.
-        run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
-                  show_progress_on=[views["status"]], api_name="run", preprocess=False, validator=handlers.queued)
-        views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
-                              show_progress="hidden", concurrency_limit=8, api_visibility="private")
-        stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
-                   api_name="stop")
-        step_out = [views["timeline"], views["kv_cache"], views["detail"]]
-        step_in = [state, views["scrubber"], large, width]
-        views["scrubber"].input(handlers.select_step, inputs=step_in, outputs=step_out, trigger_mode="always_last",
-                                show_progress="hidden", concurrency_limit=None, api_name="select_step")
-        for button, move in ((views["prev"], handlers.previous_step), (views["next"], handlers.next_step)):
-            button.click(move, inputs=step_in, outputs=[views["scrubber"], *step_out], show_progress="hidden",
-                         concurrency_limit=None, api_visibility="private")
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")
-        restyle_in = [state, views["scrubber"], large, width, views["status"]]
-        for source in (large, width):
-            source.change(handlers.restyle, inputs=restyle_in, outputs=views_out, show_progress="hidden",
-                          concurrency_limit=None, api_visibility="private")
-        controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
-                                  outputs=[controls["draft"], controls["target"], controls["drafter"],
-                                           controls["preset_info"]], api_visibility="private")
-        for source in (controls["target_dtype"], controls["temperature"]):
-            source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
-                          outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
-        views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
-                               concurrency_limit=2, api_visibility="private")
-        views["export"].click(handlers.export, inputs=[state], outputs=[views["files"]],
-                              concurrency_limit=2, api_name="export")
     return demo
-
-
-def _demo_status(demo_trace: DemoTrace) -> str:
-    if demo_trace.trace is None:
-        return "No recorded trace found: choose a preset and press **Run** to record one."
-    config = demo_trace.trace.config
-    return (f"Showing the recorded trace **{demo_trace.name}** ({config.target or 'target'}, "
-            f"{len(demo_trace.trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
-
-
-def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str, gr.components.Component]:
-    presets = list(runner.presets())
-    default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
-    recorded = demo_trace.trace
-    start = recorded.config if recorded else SpecConfig()      # Run first re-records what the page shows
-    c: dict[str, gr.components.Component] = {}
-    if policy.hosted:
-        gr.Markdown(policy.note, elem_id="sv-hosted", elem_classes=["sv-note"])
-    c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
-                              value=default.name if default else CUSTOM, label="Models", elem_id="sv-preset")
-    c["preset_info"] = gr.Markdown(default.description if default else "", elem_id="sv-preset-info")
-    c["draft"] = gr.Textbox(label="Draft model", placeholder="hub id, local folder or .gguf path", visible=default is None,
-                            elem_id="sv-draft")
-    c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
-                             visible=default is None, elem_id="sv-target")
-    c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram lookup", "ngram")], label="Drafter",
-                            value=start.drafter if recorded else default.default_drafter if default else "model",
-                            elem_id="sv-drafter")
-    c["prompt"] = gr.Textbox(label="Prompt", lines=4, max_lines=12, elem_id="sv-prompt",
-                             value=recorded.prompt.text if recorded else DEFAULT_PROMPT)
-    examples = load_examples(ASSETS_DIR)
-    if examples:
-        gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
-                    cache_examples=False, label="Example prompts", elem_id="sv-examples")
-    with gr.Row():
-        c["k"] = gr.Slider(1, policy.max_k, value=min(start.k, policy.max_k), step=1, label="k (draft tokens per step)",
-                           elem_id="sv-k", min_width=140)
-        c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
-    c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=min(start.temperature, policy.max_temperature),
-                                 step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
-    c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=min(start.max_new_tokens, policy.max_new_tokens),
-                                    step=1, label="max new tokens", elem_id="sv-max-new")
-    with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
-        with gr.Row():
-            c["top_p"] = gr.Slider(0.05, 1.0, value=max(start.top_p, 0.05), step=0.05, label="top-p", min_width=120)
-            c["top_k"] = gr.Number(value=start.top_k, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
-        with gr.Row():
-            c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
-        with gr.Row():
-            c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
-                                           info="auto: int8 on a CPU, bfloat16 on CUDA, else float32; never changes the output")
-            c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
-                                            elem_id="sv-target-dtype")
-    c["exactness"] = gr.Markdown(Handlers.exactness("float32", start.temperature), elem_classes=["sv-note"],
-                                 elem_id="sv-exactness")
-    c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
-                                     elem_id="sv-baseline")
-    return c
-
-
-def _views(initial: Views) -> dict[str, gr.components.Component]:
-    first = outputs(initial)
-    value = dict(zip(Views.names(), first))
-    scrubber = initial.scrubber
-    v: dict[str, gr.components.Component] = {}
-    v["status"] = gr.Markdown(initial.status, elem_id="sv-status")
-    v["timeline"] = gr.Plot(value["timeline"], show_label=False, elem_id="sv-timeline")
-    with gr.Row(elem_id="sv-scrub-row", equal_height=False):
-        v["prev"] = gr.Button("◀ Prev", elem_id="sv-prev", scale=0, min_width=120)
-        v["scrubber"] = gr.Slider(scrubber.minimum, scrubber.maximum, value=scrubber.value, step=1,
-                                  label="Step (scrub through the recorded steps)", interactive=scrubber.interactive,
-                                  elem_id="sv-scrubber", min_width=160)
-        v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=120)
-        v["replay"] = gr.Button("▶▶ Replay", elem_id="sv-replay", scale=0, min_width=120)
-    v["detail"] = gr.HTML(initial.detail, elem_id="sv-detail")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=300):
-            v["output"] = gr.HTML(initial.output, elem_id="sv-output")
-        with gr.Column(scale=2, min_width=300):
-            v["metrics"] = gr.HTML(initial.metrics, elem_id="sv-metrics")
-    v["kv_cache"] = gr.Plot(value["kv_cache"], show_label=False, elem_id="sv-kv")
-    with gr.Row(equal_height=False, elem_id="sv-acceptance"):
-        v["per_step"] = gr.Plot(value["per_step"], show_label=False, elem_id="sv-per-step", min_width=280)
-        v["positions"] = gr.Plot(value["positions"], show_label=False, elem_id="sv-positions", min_width=280)
-        v["histogram"] = gr.Plot(value["histogram"], show_label=False, elem_id="sv-histogram", min_width=280)
-    with gr.Accordion("Export / import", open=False, elem_id="sv-io"):
-        with gr.Row():
-            v["export"] = gr.Button("Export trace (JSON) and figures (HTML)", elem_id="sv-export")
-            v["upload"] = gr.UploadButton("Load a trace (JSON)", file_types=[".json"], type="binary",
-                                          elem_id="sv-upload")
-        v["files"] = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="sv-files")
-    return v

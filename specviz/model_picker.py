@@ -6,6 +6,7 @@ from typing import Any
 
 import gradio as gr
 
+from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
 from specviz.policy import Policy
 from specviz.runner import CUSTOM, Runner
 
@@ -32,8 +33,9 @@ def model_picker(runner: Runner, prefix: str, policy: Policy,
         c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
                                  visible=default is None, elem_id=f"{prefix}-target", min_width=160)
     if with_drafter:
-        c["drafter"] = gr.Radio([("draft model", "model"), ("n-gram lookup", "ngram")], label="Drafter",
-                                value=default.default_drafter if default else "model", elem_id=f"{prefix}-drafter")
+        c["drafter"] = gr.Radio([("draft model", MODEL_DRAFTER), ("n-gram lookup", NGRAM_DRAFTER)], label="Drafter",
+                                value=default.default_drafter if default else MODEL_DRAFTER,
+                                elem_id=f"{prefix}-drafter")
     return c
 
 

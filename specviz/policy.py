@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
-from engine.config import ConfigError, SpecConfig
-from engine.presets import PRESETS
+from engine.config import NGRAM_DRAFTER, ConfigError, SpecConfig
+from engine.presets import PRESETS, TINY_RANDOM, looks_like_path
 from specviz.runner import ModelChoice, RunRequest
 
 HOSTED_ENV = "SPECVIZ_HOSTED"
-NGRAM = "ngram"                      # a draft "model" that is the n-gram drafter: loads nothing
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -33,13 +31,6 @@ def preset_models() -> frozenset[str]:
 def hosted_from_env(environ: Mapping[str, str] = os.environ) -> bool:
     """True when $SPECVIZ_HOSTED asks for hosted mode (1, true, yes, on)."""
     return environ.get(HOSTED_ENV, "").strip().lower() in _TRUE
-
-
-def looks_like_path(reference: str) -> bool:
-    """True for anything that names a file or folder rather than a hub id or an embedded model."""
-    return (reference.startswith(("/", ".", "~", "\\")) or "\\" in reference or ".." in reference
-            or reference.lower().endswith(".gguf") or (len(reference) > 1 and reference[1] == ":")
-            or Path(reference).expanduser().exists())
 
 
 @dataclass(frozen=True)
@@ -83,7 +74,7 @@ class Policy:
                 raise ConfigError(f"unknown preset {models.preset!r}; choose one of: {', '.join(PRESETS)}")
             return
         for role, reference in (("draft", models.draft), ("target", models.target)):
-            if not reference or (role == "draft" and reference == NGRAM):
+            if not reference or (role == "draft" and reference == NGRAM_DRAFTER):   # loads nothing
                 continue
             if looks_like_path(reference):
                 raise ConfigError(f"the {role} model {reference!r} is a local path, and this hosted server does not "
@@ -97,7 +88,7 @@ class Policy:
         """What the page says about this server's limits (empty for a classroom server)."""
         if not self.hosted:
             return ""
-        hub = sorted(m for m in self.allowed_models if ":" not in m and not m.startswith("tiny-random/"))
+        hub = sorted(m for m in self.allowed_models if ":" not in m and not m.startswith(TINY_RANDOM + "/"))
         return (f"**Hosted mode**: this public server runs the presets' models only ({', '.join(hub)} and the "
                 f"embedded ones; no local paths), with k up to {self.max_k} and up to {self.max_new_tokens} "
                 "new tokens per run.")

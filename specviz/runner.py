@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from engine.config import SpecConfig
+from engine.config import MODEL_DRAFTER, SpecConfig
 from engine.records import StepRecord
 from engine.trace import Trace
 
@@ -26,7 +26,7 @@ class RunnerError(Exception):
 class PresetInfo:
     name: str
     description: str
-    default_drafter: str = "model"          # "model" | "ngram"
+    default_drafter: str = MODEL_DRAFTER    # one of engine.config.DRAFTERS
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ class FakeRunner:
                                                  exact_expected=trace.config.exactness.token_for_token))
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
-        """Runs in engine.sweep's order; each finished run adds to its (k, T) cell (made-up values)."""
+        """Runs in engine.decode.run_sweep's order; each finished run adds to its (k, T) cell (made-up values)."""
         self.sweep_requests.append(request)
         progress(0.5, "loading fake pair")
         if self.fail_load:

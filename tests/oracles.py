@@ -20,11 +20,11 @@ from scipy.stats import chi2
 from transformers import DynamicCache
 
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.kv import KVCache
-from engine.pair import ModelPair
-from engine.sampling import SamplingParams, to_probs
-from engine.tiny import build_tiny_pair
+from engine.decode.speculative import SpeculativeEngine
+from engine.decode.kv import KVCache
+from engine.decode.pair import ModelPair
+from engine.decode.sampling import SamplingParams, to_probs
+from engine.loading.tiny import build_tiny_pair
 from engine.trace import Trace
 
 FALSE_ALARM = 1e-4         # probability that the law test fails a correct engine

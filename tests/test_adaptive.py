@@ -1,16 +1,16 @@
-"""The adaptive draft length controller (engine/adaptive.py) on scripted costs and verdicts, then
+"""The adaptive draft length controller (engine/decode/adaptive.py) on scripted costs and verdicts, then
 in the engine on the tiny-random pair: costs kept per drafter, the prefill step never timed."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.adaptive import AdaptiveDraftLength, StepCosts
+from engine.decode.adaptive import AdaptiveDraftLength, StepCosts
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.generation import Generation
+from engine.decode.speculative import SpeculativeEngine
+from engine.decode.generation import Generation
 from engine.metrics import expected_tokens_per_step
-from engine.models import load_pair
+from engine.loading.models import load_pair
 
 
 def feed(controller: AdaptiveDraftLength, steps: int, draft_ms: float, verify) -> list[int]:

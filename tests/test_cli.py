@@ -3,6 +3,7 @@ line on stderr and exit code 2, never a traceback."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.cli.main import main
 from engine.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,3 +118,22 @@ def test_module_entry_point_has_no_traceback():
                              "--top-p", "7"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: top-p must be in (0, 1], got 7.0"
+
+
+def test_cli_modules_import_each_other_in_one_direction():
+    """main -> sweep -> arguments and main -> arguments: no cycle, and none hidden inside a function."""
+    graph = {}
+    for path in sorted((ROOT / "engine" / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("engine.cli.")}
+        top_level = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
+        assert imported <= top_level, f"{path.name} imports {sorted(imported - top_level)} inside a function"
+        graph[f"engine.cli.{path.stem}"] = imported
+    assert graph["engine.cli.main"] >= {"engine.cli.arguments", "engine.cli.sweep"}
+    assert graph["engine.cli.sweep"] == {"engine.cli.arguments"} and graph["engine.cli.arguments"] == set()
+    done = set()
+    while len(done) < len(graph):
+        ready = {name for name, needs in graph.items() if name not in done and needs <= done}
+        assert ready, f"import cycle among {sorted(set(graph) - done)}"
+        done |= ready

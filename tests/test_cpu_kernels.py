@@ -1,4 +1,4 @@
-"""CPU kernels (engine/cpu_kernels.py): prepacked linears compute what nn.Linear does, an
+"""CPU kernels (engine/loading/cpu_kernels.py): prepacked linears compute what nn.Linear does, an
 int8 draft and a prepacked target leave greedy output identical to the plain target's."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from torch import nn
 from transformers import GenerationConfig
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.cpu_kernels import (PackedLinear, bf16_prepack_supported, can_prepack, packed_layer_count,
+from engine.loading.cpu_kernels import (PackedLinear, bf16_prepack_supported, can_prepack, packed_layer_count,
                                 prepack_linear_layers, quantize_int8)
-from engine.tiny import build_tiny_pair
+from engine.loading.tiny import build_tiny_pair
 
 PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding", "abcabcabc", "zz"]
 
@@ -70,7 +70,7 @@ def test_without_bf16_prepack_support_the_loader_keeps_plain_bf16_kernels(monkey
     float32 target still is, and a bfloat16 pair generates the same tokens as before."""
     reference = SpeculativeEngine(load_pair("tiny-random", draft_dtype="bfloat16", target_dtype="bfloat16",
                                             prepack=False)).generate("fallback", SpecConfig(k=3, max_new_tokens=12))
-    monkeypatch.setattr("engine.cpu_kernels.bf16_prepack_supported", lambda: False)
+    monkeypatch.setattr("engine.loading.cpu_kernels.bf16_prepack_supported", lambda: False)
     model = nn.Sequential(nn.Linear(8, 8).to(torch.bfloat16))
     assert not can_prepack(model) and prepack_linear_layers(model) == 0 and type(model[0]) is nn.Linear
     with pytest.raises(ValueError, match="AVX-512"):

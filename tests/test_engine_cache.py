@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from engine.config import CUTOFF_MODES, SpecConfig
-from engine.drafters import Proposal
-from engine.engine import SpeculativeEngine
-from engine.generation import Generation
-from engine.kv import KVCache
+from engine.decode.drafters import Proposal
+from engine.decode.speculative import SpeculativeEngine
+from engine.decode.generation import Generation
+from engine.decode.kv import KVCache
 from engine.lab import cache_drift
-from engine.tiny import build_tiny_pair
+from engine.loading.tiny import build_tiny_pair
 from engine.trace import Trace
 from oracles import CACHE_PROMPT, assert_cache_equals_prefill, assert_caches_match_prefill_every_step
 
@@ -216,8 +216,6 @@ def test_drafts_after_an_eos_are_not_kept_in_either_cache(monkeypatch, cutoff_mo
 
 class ScriptedDrafter:
     """Proposes fixed token lists, one per step: isolates the engine from a draft model."""
-
-    has_cache = False
 
     def __init__(self, script: list[list[int]]):
         self.script = list(script)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.tiny import build_tiny_pair
+from engine.decode.speculative import SpeculativeEngine
+from engine.loading.tiny import build_tiny_pair
 from oracles import GREEDY_PROMPTS, assert_identical_to_target_only
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.engine import SpeculativeEngine
+from engine.decode.speculative import SpeculativeEngine
 from oracles import LAW_CASES, assert_follows_target_law, law_pair
 
 

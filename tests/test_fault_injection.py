@@ -14,21 +14,21 @@ from typing import Callable
 import pytest
 import torch
 
-import engine.drafters
-import engine.generation
-import engine.verify
+import engine.decode.drafters
+import engine.decode.generation
+import engine.decode.verify
 from engine.config import SpecConfig
-from engine.drafters import ModelDrafter, Proposal
-from engine.engine import SpeculativeEngine
-from engine.generation import Generation
-from engine.kv import KVCache
-from engine.tiny import build_tiny_pair
-from engine.verify import Acceptance, accept_greedy, residual_distribution
+from engine.decode.drafters import ModelDrafter, Proposal
+from engine.decode.speculative import SpeculativeEngine
+from engine.decode.generation import Generation
+from engine.decode.kv import KVCache
+from engine.loading.tiny import build_tiny_pair
+from engine.decode.verify import Acceptance, accept_greedy, residual_distribution
 from oracles import (CACHE_PROMPT, GREEDY_PROMPTS, LAW_CASES, assert_caches_match_prefill_every_step,
                      assert_follows_target_law, assert_identical_to_target_only, law_pair)
 
 K2_OVER_5, K3, NGRAM = LAW_CASES
-next_token_distribution = engine.verify.next_token_distribution
+next_token_distribution = engine.decode.verify.next_token_distribution
 
 
 # -- the oracles, as their tests run them ---------------------------------------------------------
@@ -61,21 +61,21 @@ def residual_from_the_previous_row(monkeypatch: pytest.MonkeyPatch) -> None:
         row = max(num_accepted - 1, 0)
         return residual_distribution(target_probs[row], draft_probs[row] if draft_probs is not None else None,
                                      draft_ids[row])
-    monkeypatch.setattr(engine.verify, "next_token_distribution", planted)
+    monkeypatch.setattr(engine.decode.verify, "next_token_distribution", planted)
 
 
 def residual_is_the_target_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """A rejection draws from p instead of norm(max(0, p - q))."""
-    monkeypatch.setattr(engine.verify, "residual_distribution", lambda target_row, draft_row, draft_id: target_row)
+    monkeypatch.setattr(engine.decode.verify, "residual_distribution", lambda target_row, draft_row, draft_id: target_row)
 
 
 def accept_every_draft(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine.verify, "acceptance_probabilities", lambda p_of_draft, q_of_draft: [1.0] * len(p_of_draft))
+    monkeypatch.setattr(engine.decode.verify, "acceptance_probabilities", lambda p_of_draft, q_of_draft: [1.0] * len(p_of_draft))
 
 
 def accept_with_q_over_p(monkeypatch: pytest.MonkeyPatch) -> None:
     """min(1, q/p): the ratio upside down."""
-    monkeypatch.setattr(engine.verify, "acceptance_probabilities",
+    monkeypatch.setattr(engine.decode.verify, "acceptance_probabilities",
                         lambda p_of_draft, q_of_draft: torch.clamp(q_of_draft / p_of_draft, max=1.0).tolist())
 
 
@@ -86,7 +86,7 @@ def bonus_from_the_last_draft_row(monkeypatch: pytest.MonkeyPatch) -> None:
         if draft_ids and num_accepted == len(draft_ids):
             return target_probs[num_accepted - 1]
         return next_token_distribution(draft_ids, draft_probs, target_probs, num_accepted)
-    monkeypatch.setattr(engine.verify, "next_token_distribution", planted)
+    monkeypatch.setattr(engine.decode.verify, "next_token_distribution", planted)
 
 
 def carryover_without_the_last_draft(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,7 @@ def carryover_without_the_last_draft(monkeypatch: pytest.MonkeyPatch) -> None:
     def planted(self: ModelDrafter, proposal: Proposal, num_kept: int):
         lengths = on_verified(self, proposal, num_kept)
         if proposal.token_ids and num_kept == len(proposal.token_ids):
-            self.kv.num_committed += 1
+            self.kv.commit(1)
         return lengths
     monkeypatch.setattr(ModelDrafter, "on_verified", planted)
 
@@ -113,12 +113,12 @@ class CutsOneMore(KVCache):
 
 def target_cut_one_short(monkeypatch: pytest.MonkeyPatch) -> None:
     """The target keeps its first rejected position (generation.py builds the target's cache)."""
-    monkeypatch.setattr(engine.generation, "KVCache", CutsOneFewer)
+    monkeypatch.setattr(engine.decode.generation, "KVCache", CutsOneFewer)
 
 
 def draft_cut_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
     """The draft cuts one position too many (drafters.py builds the draft's cache)."""
-    monkeypatch.setattr(engine.drafters, "KVCache", CutsOneMore)
+    monkeypatch.setattr(engine.decode.drafters, "KVCache", CutsOneMore)
 
 
 def greedy_compares_with_the_draft_argmax(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""engine/gguf_speedups.py: a faster conversion must give exactly the weights, config and
+"""engine/loading/gguf_speedups.py: a faster conversion must give exactly the weights, config and
 tokenizer that transformers and gguf give without it. Oracles: gguf's own `dequantize`
 (bit for bit) and, under the real_models marker, a plain conversion of an embedded GGUF."""
 
@@ -16,7 +16,7 @@ gguf = pytest.importorskip("gguf")
 import transformers.modeling_gguf_pytorch_utils as gguf_utils  # noqa: E402
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 
-from engine.gguf_speedups import ROWS_PER_CHUNK, dequantize_in_chunks, faster_gguf_loading  # noqa: E402
+from engine.loading.gguf_speedups import ROWS_PER_CHUNK, dequantize_in_chunks, faster_gguf_loading  # noqa: E402
 
 QUANT_TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 
@@ -125,8 +125,8 @@ def test_faster_conversion_of_an_embedded_gguf_equals_the_plain_one(tmp_path, mo
     import torch
     from safetensors.torch import load_file
 
-    import engine.gguf_cache as gguf_cache
-    from engine.weights import embedded_spec, reassemble
+    import engine.loading.gguf_cache as gguf_cache
+    from engine.loading.weights import embedded_spec, reassemble
 
     spec = embedded_spec("embedded:smollm2-135m-instruct")
     source = reassemble(spec, tmp_path / spec.filename)

@@ -10,11 +10,11 @@ import pytest
 import app
 from app import EngineRunner
 from engine.config import ConfigError, SpecConfig
-from engine.presets import PRESETS
+from engine.presets import PRESETS, looks_like_path
 from fakes import FakeRunner
-from specviz.handlers import Handlers
+from specviz.run.handlers import Handlers
 from specviz.layout import build_demo
-from specviz.policy import HOSTED_ENV, Policy, hosted_from_env, looks_like_path, preset_models
+from specviz.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
 from test_ui_handlers import controls, progress
 

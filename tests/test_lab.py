@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
+from engine.decode.speculative import SpeculativeEngine
 from engine.lab import LAB_STAGES, cache_drift, first_divergence, stage
-from engine.tiny import build_tiny_pair
+from engine.loading.tiny import build_tiny_pair
 from oracles import assert_cache_equals_prefill
 
 PROMPTS = ["Hello, world", "def f(x):", "The quick brown fox", "1 2 3 4"]

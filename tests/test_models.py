@@ -20,12 +20,14 @@ import pytest
 import torch
 import transformers
 
-from engine import gguf_cache, hub
-from engine.gguf_cache import MARKER, build_once, cache_root, entry_dir, is_complete, read_gguf_architecture
-from engine.models import ModelLoadError, ModelPair, check_same_vocabulary, load_pair
-from engine.presets import DEFAULT_PRESET, PRESETS, SOURCES
-from engine.tiny import ASCII_CHARACTERS, build_tiny_pair, build_tiny_tokenizer
-from engine.weights import EMBEDDED, EmbeddedGGUF, reassemble, split_parts
+from engine.decode.pair import ModelPair
+from engine.loading import gguf_cache, hub
+from engine.loading.gguf_cache import MARKER, build_once, cache_root, entry_dir, is_complete, read_gguf_architecture
+from engine.loading.models import load_pair
+from engine.loading.vocabulary import check_same_vocabulary
+from engine.loading.tiny import ASCII_CHARACTERS, build_tiny_pair, build_tiny_tokenizer
+from engine.loading.weights import EMBEDDED, EmbeddedGGUF, reassemble, split_parts
+from engine.presets import DEFAULT_PRESET, PRESETS, ModelLoadError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +57,9 @@ def _greedy_acceptance(pair: ModelPair, prompts: list[str], k: int = 4, new_toke
 # --- presets -----------------------------------------------------------------------------------
 
 def test_presets_import_without_torch():
-    code = "import sys, engine.presets, engine.weights; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    """The torch-free core imports nothing of the step loop either (ModelLoadError lives in presets)."""
+    code = ("import sys, engine.presets, engine.loading.weights; "
+            "print(sorted(m for m in ('torch', 'transformers', 'engine.decode') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -64,7 +68,7 @@ def test_preset_table():
     assert DEFAULT_PRESET == "qwen-coder"
     assert {"qwen-coder", "smollm2-ngram", "tiny-random", "gpt2", "smollm2", "qwen2.5"} <= set(PRESETS)
     for name, preset in PRESETS.items():
-        assert preset.name == name and preset.source in SOURCES and preset.description
+        assert preset.name == name and preset.description
         assert preset.default_drafter == ("ngram" if preset.draft is None else "model")
     assert PRESETS["smollm2-ngram"].draft is None
     for reference in (PRESETS["qwen-coder"].draft, PRESETS["qwen-coder"].target, PRESETS["smollm2-ngram"].target):
@@ -175,6 +179,8 @@ def _fake_gguf(path: Path, architecture: str) -> Path:
     ({"preset": "no-such-preset"}, "unknown preset 'no-such-preset'; choose one of: qwen-coder"),
     ({"target": "/no/such/model"}, "not found: no such file or directory"),
     ({"target": "./missing.gguf"}, "not found"),
+    ({"target": "C:/models/qwen"}, "not found: no such file or directory"),      # a path (engine.presets), not a Hub id
+    ({"target": "models\\qwen"}, "not found: no such file or directory"),
     ({"draft": "distilgpt2"}, "a target model is needed"),
     ({"preset": "tiny-random", "device": "tpu"}, "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ({"preset": "tiny-random", "target_dtype": "float8"}, "target dtype must be one of float32, bfloat16, float16"),
@@ -377,7 +383,7 @@ def test_concurrent_builders_convert_once(tmp_path):
 def test_concurrent_processes_convert_once(tmp_path):
     script = (
         "import sys, time, pathlib\n"
-        "from engine.gguf_cache import build_once\n"
+        "from engine.loading.gguf_cache import build_once\n"
         "def build(tmp):\n"
         "    (tmp / 'w').write_text(sys.argv[1]); time.sleep(0.5); return {}\n"
         "build_once(pathlib.Path(sys.argv[2]), build)\n"

@@ -13,10 +13,12 @@ from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralF
                           Qwen2Config)
 
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.models import ModelLoadError, check_same_vocabulary, load_pair
-from engine.pair import ModelPair, model_context_limit
-from engine.tiny import ASCII_CHARACTERS, build_tiny_pair, build_tiny_tokenizer
+from engine.decode.speculative import SpeculativeEngine
+from engine.decode.pair import ModelPair, model_context_limit
+from engine.loading.models import load_pair
+from engine.loading.vocabulary import check_same_vocabulary
+from engine.loading.tiny import ASCII_CHARACTERS, build_tiny_pair, build_tiny_tokenizer
+from engine.presets import ModelLoadError
 
 PROMPTS = ["def fib(n):", "Hello, world", "1 2 3 4"]
 PADDING = [f"[PAD{index}]" for index in range(101, 202)]   # how a GGUF tokenizer names unused embedding rows

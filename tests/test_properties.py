@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from engine.config import ConfigError, SpecConfig
 from engine.trace import Trace, TraceFormatError
-from engine.verify import accept_greedy, accept_sampling
+from engine.decode.verify import accept_greedy, accept_sampling
 from records_factory import make_trace
 from specviz.controls import Controls
 from specviz.policy import Policy
@@ -119,8 +119,8 @@ def test_parser_never_crashes_on_damaged_traces(data):
 
 @functools.cache
 def _tiny_engine():
-    from engine.engine import SpeculativeEngine
-    from engine.models import load_pair
+    from engine.decode.speculative import SpeculativeEngine
+    from engine.loading.models import load_pair
     return SpeculativeEngine(load_pair("tiny-random", device="cpu"))
 
 

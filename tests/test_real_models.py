@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.models import load_pair
+from engine.decode.speculative import SpeculativeEngine
+from engine.loading.models import load_pair
 
 pytestmark = pytest.mark.real_models
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from app import MAX_LOADED_PAIRS, EngineRunner
-from engine import models
 from engine.config import SpecConfig
-from engine.models import build_tiny_pair
+from engine.loading import models
+from engine.loading.tiny import build_tiny_pair
 from specviz.runner import ModelChoice, RunnerError, RunRequest
 
 TINY_CHOICES = [ModelChoice(preset="tiny-random", draft_dtype=draft, target_dtype=target)

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from engine.sampling import SamplingParams, to_probs
+from engine.decode.sampling import SamplingParams, to_probs
 
 
 def test_greedy_probabilities_are_the_plain_softmax():

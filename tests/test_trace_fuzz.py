@@ -35,9 +35,9 @@ from engine.metrics import BaselineStats
 from engine.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR
-from specviz.handlers import Handlers
-from specviz.lab_view import REFERENCE, LabSet, render_lab
-from specviz.replay import first_steps
+from specviz.run.handlers import Handlers
+from specviz.lab.views import REFERENCE, LabSet, render_lab
+from engine.trace import first_steps
 from specviz.style import FigureStyle
 from trace_factory import make_trace
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from engine.trace import Trace, TraceFormatError
-from specviz.views import render
+from specviz.run.views import render
 from trace_factory import make_trace
 
 NAN, INF = float("nan"), float("inf")

@@ -19,9 +19,9 @@ from app import EngineRunner
 from engine.trace import MAX_TRACE_BYTES
 from fakes import FakeRunner
 from specviz.controls import MAX_PROMPT_CHARS
-from specviz.handlers import Handlers
+from specviz.run.handlers import Handlers
 from specviz.runner import CUSTOM
-from specviz.views import Views
+from specviz.run.views import Views
 from test_models import _fake_gguf, _save_tiny
 from test_ui_handlers import controls, progress
 from trace_factory import make_trace

@@ -23,13 +23,13 @@ from gradio_client.utils import QueueError
 
 import engine
 from app import EngineRunner
-from engine.cli import main as cli_main
+from engine.cli.main import main as cli_main
 from engine.config import SpecConfig
-from engine.engine import SpeculativeEngine
-from engine.models import load_pair
+from engine.decode.speculative import SpeculativeEngine
+from engine.loading.models import load_pair
 from engine.trace import Trace
 from fakes import FakeRunner
-from specviz.views import Views
+from specviz.run.views import Views
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is not part of the API

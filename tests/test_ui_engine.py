@@ -10,7 +10,7 @@ from gradio_client import Client
 from app import EngineRunner
 from engine.config import SpecConfig
 from specviz.runner import ModelChoice, RunnerError, RunRequest
-from specviz.views import Views
+from specviz.run.views import Views
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]

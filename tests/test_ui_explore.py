@@ -13,16 +13,18 @@ import gradio as gr
 import pytest
 
 from app import EngineRunner
+from engine.cli.sweep import write_sweep
 from engine.config import SpecConfig
+from engine.sweep_format import RunResult
+from engine.sweep_reader import SweepTable
 from engine.trace import TextTokens, Trace
 from fakes import FakeRunner
-from specviz.compare import Comparison, CompareHandlers, CompareViews, Side, comparison_table, compare_views
-from specviz.explore import ExploreHandlers, SweepControls, parse_seeds
-from specviz.explore_views import ExploreViews
+from specviz.explore.compare import Comparison, CompareHandlers, CompareViews, Side, comparison_table, compare_views
+from specviz.explore.handlers import ExploreHandlers, SweepControls, parse_seeds
+from specviz.explore.views import ExploreViews
 from specviz.figures.alignment import alignment_figure, placed_tokens
 from specviz.policy import Policy
 from specviz.runner import ModelChoice, SweepRequest
-from specviz.sweep_table import SweepTable
 from sweep_factory import make_sweep
 from trace_factory import make_trace
 
@@ -122,7 +124,7 @@ def test_upload_shows_a_sweep_and_rejects_bad_files():
     views = dict(zip(NAMES, handlers.upload(json.dumps(make_sweep()).encode(), False, 1280)))
     assert views["status"].startswith("Showing an uploaded sweep: 24 cells") and len(views["table"].cells) == 24
     assert "tiny-random" in views["about"] and "T = 0: k = 3" in views["about"]
-    for data, message in [(b"", "empty"), (b"{", "Not a SpecViz sweep: not JSON"),
+    for data, message in [(b"", "empty"), (b"{", "Not a SpecViz sweep: not valid JSON"),
                           (json.dumps({"schema": "specviz.trace/1"}).encode(), "Not a SpecViz sweep: schema"),
                           (json.dumps(make_sweep(ks=())).encode(), "holds no cells")]:
         with pytest.raises(gr.Error, match=message):
@@ -145,6 +147,23 @@ def test_download_writes_json_and_csv():
     assert [p.name for p in paths] == ["specviz-sweep.json", "specviz-sweep.csv"]
     assert SweepTable.load(paths[0]).cells == table.cells
     assert len(list(csv.DictReader(paths[1].open(encoding="utf-8")))) == len(table.cells)
+
+
+def test_the_download_is_the_bytes_the_command_line_writes(tmp_path):
+    """One format: the UI's JSON and CSV of a sweep the CLI wrote are that sweep's files, byte for byte."""
+    def run(k, temperature, prompt_index, seed, alpha, positions):
+        return RunResult(k=k, temperature=temperature, prompt_index=prompt_index, seed=seed, acceptance_rate=alpha,
+                         mean_accepted_length=None if alpha is None else 1 + k * alpha,
+                         per_position_acceptance=positions, tokens_per_s=10.0 / 3 + k, baseline_tokens_per_s=7.25,
+                         target_forwards_per_token=1 / (k + 1), wall_s=0.1 * (seed + 1),
+                         estimated_alpha=alpha, cost_ratio=None if alpha is None else 0.2, identical=temperature == 0)
+    results = [run(1, 0.0, 0, 0, 0.8, (0.8,)), run(1, 0.0, 0, 1, 0.6, (0.6,)), run(3, 0.0, 0, 0, 0.7, (1.0, 0.5)),
+               run(3, 0.0, 0, 1, None, (None, None, 0.25)), run(1, 0.7, 1, 0, 1 / 3, (1 / 3,))]
+    stem = tmp_path / "cli"
+    write_sweep(stem, results, make_sweep()["meta"])
+    paths = [Path(p) for p in ExploreHandlers(FakeRunner()).download(SweepTable.load(stem.with_suffix(".json")))]
+    assert paths[0].read_bytes() == stem.with_suffix(".json").read_bytes()
+    assert paths[1].read_bytes() == stem.with_suffix(".csv").read_bytes()
 
 
 def test_select_temperature_redraws_theory_and_positions():

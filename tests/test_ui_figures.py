@@ -10,7 +10,7 @@ from specviz.figures.acceptance import histogram_figure, per_step_figure, positi
 from engine.trace import Trace
 from specviz.figures.kv_cache import OFFSET, kv_cache_figure
 from specviz.figures.timeline import timeline_figure
-from specviz.geometric import expected_histogram, truncated_geometric, verified_acceptance
+from engine.metrics import expected_histogram, truncated_geometric, verified_acceptance
 from specviz.style import COLORS, LABELS, FigureStyle
 from trace_factory import V1_FIXTURE, html_trace, make_trace, with_stale
 

@@ -13,9 +13,9 @@ import pytest
 from engine.trace import Trace
 from fakes import FakeRunner
 from specviz.controls import Controls
-from specviz.handlers import Handlers
+from specviz.run.handlers import Handlers
 from specviz.runner import CUSTOM
-from specviz.views import Views, render
+from specviz.run.views import Views, render
 from trace_factory import make_trace
 
 NAMES = Views.names()
@@ -235,7 +235,7 @@ def test_replay_plays_a_recorded_trace_step_by_step_and_stops_on_request():
 
 
 def test_first_steps_is_a_consistent_prefix():
-    from specviz.replay import first_steps
+    from engine.trace import first_steps
     trace = make_trace([4, 1, 0, 2])
     prefix = first_steps(trace, 2)
     assert len(prefix.steps) == 2 and not prefix.complete
@@ -245,7 +245,7 @@ def test_first_steps_is_a_consistent_prefix():
 
 
 def test_old_export_folders_are_pruned(tmp_path):
-    from specviz.export import prune_exports
+    from specviz.run.export import prune_exports
     for i in range(5):
         folder = tmp_path / f"specviz-export-{i}"
         folder.mkdir()

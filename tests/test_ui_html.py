@@ -7,9 +7,9 @@ from html import escape
 from engine.metrics import BaselineStats
 from engine.records import CacheLengths
 from engine.config import Exactness, SpecConfig
-from specviz.handlers import Handlers
-from specviz.output_view import metrics_html, output_html
-from specviz.step_detail import cache_sentence, find_step, step_detail_html
+from specviz.run.handlers import Handlers
+from specviz.run.output_view import metrics_html, output_html
+from specviz.run.step_detail import cache_sentence, find_step, step_detail_html
 from trace_factory import html_trace, make_trace, with_stale
 
 

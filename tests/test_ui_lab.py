@@ -13,8 +13,8 @@ from engine.lab import cache_drift, first_divergence
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, LAB_PREFIX, load_demo_trace, load_lab_traces, trace_paths
 from specviz.figures.lab import drift_figure
-from specviz.lab_handlers import LabHandlers
-from specviz.lab_view import KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, choice, difference, recorded_lab, render_lab
+from specviz.lab.handlers import LabHandlers
+from specviz.lab.views import KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, choice, difference, recorded_lab, render_lab
 from specviz.policy import Policy
 from trace_factory import make_trace
 

@@ -9,7 +9,7 @@ import pytest
 from gradio_client import Client
 
 from fakes import FakeRunner
-from specviz.views import Views
+from specviz.run.views import Views
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is not part of the API

@@ -13,7 +13,7 @@ from gradio_client.utils import Status
 
 from fakes import FakeRunner
 from specviz.stop import StopSignals
-from specviz.views import Views
+from specviz.run.views import Views
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is not part of the API
@@ -106,9 +106,9 @@ class _Session:
 
 
 def test_the_compare_sweep_and_lab_handlers_never_start_a_run_stopped_in_the_queue():
-    from specviz.compare import CompareHandlers
-    from specviz.explore import ExploreHandlers
-    from specviz.lab_handlers import LabHandlers
+    from specviz.explore.compare import CompareHandlers
+    from specviz.explore.handlers import ExploreHandlers
+    from specviz.lab.handlers import LabHandlers
 
     runner = FakeRunner()
     calls = {

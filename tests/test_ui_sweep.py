@@ -10,9 +10,10 @@ import math
 import pytest
 
 from engine.metrics import expected_speedup
+from engine.sweep_format import SweepFormatError
+from engine.sweep_reader import SweepTable
 from specviz.assets import ASSETS_DIR, DEMO_SWEEP, load_recorded_sweep
 from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
-from specviz.sweep_table import SweepFormatError, SweepTable
 from sweep_factory import make_sweep
 
 KS = (1, 2, 3, 4, 6, 8)
@@ -139,7 +140,7 @@ def test_bad_documents_get_one_clear_error(change, message):
 
 
 def test_not_json_and_nan_means():
-    with pytest.raises(SweepFormatError, match="not JSON"):
+    with pytest.raises(SweepFormatError, match="not valid JSON"):
         SweepTable.from_json(b"\x00{")
     document = make_sweep((1,), (0.0,))
     document["cells"][0]["acceptance_rate"] = float("nan")                 # python's json writes NaN for none

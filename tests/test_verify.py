@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.verify import accept_greedy, accept_sampling, residual_distribution
+from engine.decode.verify import accept_greedy, accept_sampling, residual_distribution
 
 
 def one_hot_logits(choices: list[int], vocab: int = 6) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Hand-built traces for UI tests: consistent step records without any model.
 
 `make_trace([4, 1, 0, 4], k=4)` gives four steps that accepted 4 (bonus), 1, 0 and 4
-drafts, with cache lengths following DESIGN.md section 2 (target cut k - accepted,
+drafts, with cache lengths following docs/architecture.md §2 (target cut k - accepted,
 draft cut max(0, k - accepted - 1), no stale positions), carryover after each step,
 and in sampling mode q, p, min(1, p/q), draws and a residual at each rejection.
 `with_stale(trace)` turns the cache records into a lab run's that cuts nothing.

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from engine.records import CacheLengths
 from engine.trace import Trace
 from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
-from specviz.step_detail import cache_sentence
+from specviz.run.step_detail import cache_sentence
 from specviz.style import COLORS, FigureStyle
 
 TITLE = "KV cache length"

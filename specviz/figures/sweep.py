@@ -14,9 +14,10 @@ from typing import Any, Callable
 import plotly.graph_objects as go
 
 from engine.metrics import expected_speedup, expected_tokens_per_step
+from engine.sweep_format import SweepCell
+from engine.sweep_reader import SweepTable
 from specviz.figures.common import axis, empty_figure, make_figure
 from specviz.style import COLORS, SERIES, FigureStyle
-from specviz.sweep_table import SweepCell, SweepTable
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}

@@ -1,0 +1,1 @@
+"""The command line: `python -m engine run` and `python -m engine sweep`."""

@@ -1,0 +1,119 @@
+"""Drafters: propose k tokens, then hear how many the target accepted.
+
+One protocol (after transformers' candidate generators) so the draft model, the
+n-gram prompt lookup and scripted test drafters plug into the same step loop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from transformers import PreTrainedModel
+
+from engine.decode.kv import KVCache
+from engine.decode.sampling import SamplingParams, choose, to_probs
+from engine.records import CacheLengths
+
+
+@dataclass
+class Proposal:
+    token_ids: list[int]                  # d_1..d_k (k may be smaller than asked, even 0)
+    probs: torch.Tensor | None            # (k, V) draft distributions q_i; None for a point-mass drafter
+    carryover: list[int] = field(default_factory=list)   # fed to the draft model before drafting
+    cache_before: int = 0
+    cache_after_forward: int = 0
+    elapsed_ms: float = 0.0
+
+
+class Drafter(Protocol):
+    def propose(self, committed: list[int], k: int) -> Proposal: ...
+
+    def on_verified(self, proposal: Proposal, num_kept: int) -> CacheLengths | None:
+        """Hear how many drafts the output keeps (the number accepted, fewer when an EOS ended
+        the run); roll back the rest and return the cache lengths through the step."""
+
+
+class ModelDrafter:
+    """A small causal LM with its own KV cache.
+
+    After a step whose k drafts were all accepted, the draft cache lacks d_k (the
+    draft produced it but never fed it) and the bonus token: both are pending and
+    fed first next step. That is the bonus-token carryover (lab problem B). With
+    carryover off (lab), d_k is skipped instead: its position is missing, not stale.
+    """
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int, params: SamplingParams, generator: torch.Generator | None,
+                 prompt_len: int, confidence_threshold: float = 0.0, carryover: bool = True,
+                 cutoff_mode: str = "truncate"):
+        self.kv = KVCache(model, vocab_size)
+        self.params = params
+        self.generator = generator
+        self.prompt_len = prompt_len
+        self.confidence_threshold = confidence_threshold
+        self.carryover = carryover
+        self.cutoff_mode = cutoff_mode
+        self._skip_last_draft = False
+
+    def propose(self, committed: list[int], k: int) -> Proposal:
+        started = time.perf_counter()
+        if self._skip_last_draft:        # lab mode "no carryover": d_k is never fed
+            self.kv.commit(1)
+            self._skip_last_draft = False
+        pending = committed[self.kv.num_committed:]
+        before = self.kv.length
+        carryover = pending[-(len(committed) - self.prompt_len):] if len(committed) > self.prompt_len else []
+        if k == 0:
+            return Proposal([], None, [], before, before, 0.0)
+        token_ids: list[int] = []
+        rows: list[torch.Tensor] = []
+        feed = pending
+        for _ in range(k):
+            logits = self.kv.forward(feed, num_logits=1).logits[0]          # (V,)
+            probs = to_probs(logits, self.params)                          # (V,)
+            token = choose(logits, probs, self.params, self.generator)
+            token_ids.append(token)
+            rows.append(probs)
+            feed = [token]
+            if self.confidence_threshold > 0 and float(probs[token]) < self.confidence_threshold:
+                break
+        self.kv.commit(len(pending))
+        elapsed = (time.perf_counter() - started) * 1000
+        return Proposal(token_ids, torch.stack(rows), carryover, before, self.kv.length, elapsed)
+
+    def on_verified(self, proposal: Proposal, num_kept: int) -> CacheLengths:
+        k = len(proposal.token_ids)
+        fed = max(k - 1, 0)                     # the draft fed d_1..d_{k-1}, never d_k
+        removed = self.kv.cutoff(fed - min(num_kept, fed), self.cutoff_mode)      # max(0, k - kept - 1)
+        self.kv.commit(min(num_kept, fed))
+        self._skip_last_draft = k > 0 and num_kept == k and not self.carryover
+        return self.kv.lengths(proposal.cache_before, proposal.cache_after_forward, removed)
+
+
+class NgramDrafter:
+    """Prompt lookup (vLLM's ngram proposer): find the latest earlier occurrence of the
+    longest suffix n-gram (ngram_max down to ngram_min) and propose what followed it."""
+
+    def __init__(self, ngram_min: int = 1, ngram_max: int = 3):
+        self.ngram_min = ngram_min
+        self.ngram_max = ngram_max
+
+    def propose(self, committed: list[int], k: int) -> Proposal:
+        started = time.perf_counter()
+        token_ids = find_continuation(committed, k, self.ngram_min, self.ngram_max) if k > 0 else []
+        return Proposal(token_ids, None, elapsed_ms=(time.perf_counter() - started) * 1000)
+
+    def on_verified(self, proposal: Proposal, num_kept: int) -> None:
+        return None
+
+
+def find_continuation(tokens: list[int], k: int, ngram_min: int, ngram_max: int) -> list[int]:
+    """Up to k tokens that followed the most recent earlier match of the longest suffix n-gram."""
+    for n in range(min(ngram_max, len(tokens) - 1), ngram_min - 1, -1):
+        suffix = tokens[-n:]
+        for start in range(len(tokens) - n - 1, -1, -1):       # latest earlier occurrence first
+            if tokens[start:start + n] == suffix:
+                return tokens[start + n:start + n + k]
+    return []

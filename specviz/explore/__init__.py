@@ -1,0 +1,1 @@
+"""The Explore tab: k x temperature sweeps and two runs side by side."""

@@ -1,0 +1,196 @@
+"""The Lab tab's content: one prompt run through the engine as it stands after each lab stage.
+
+Stages A-D come from engine.lab (each switches a piece of the correct engine off);
+a fifth, "what if" run keeps the correct engine but lets the draft sample while the
+target verifies greedily. Stage D is the correct engine, so its greedy output is
+target-only's, token for token (tests/test_lab.py proves it): every stage is compared
+with D's output, and a live run also checks D itself against target-only decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Callable
+
+import plotly.graph_objects as go
+
+from engine.config import SpecConfig
+from engine.lab import LAB_STAGES, cache_drift, first_divergence
+from engine.trace import Trace
+from specviz.figures.lab import drift_figure
+from specviz.figures.timeline import timeline_figure
+from specviz.style import FigureStyle
+from specviz.tokens import percent, visible
+from specviz.updates import ComponentFields
+
+REFERENCE = "D"                       # the correct engine: target-only's output in float32 greedy decoding
+WHAT_IF = "sampled-draft"             # key (and recorded file lab-sampled-draft.json) of the extra run
+SAMPLED_DRAFT_TEMPERATURE = 1.0
+
+
+@dataclass(frozen=True)
+class LabChoice:
+    key: str
+    title: str
+    explanation: str
+    apply: Callable[[SpecConfig], SpecConfig]
+
+
+CHOICES: tuple[LabChoice, ...] = tuple(LabChoice(s.key, s.title, s.explanation, s.apply) for s in LAB_STAGES) + (
+    LabChoice(WHAT_IF, "What if: the draft samples, the target stays greedy",
+              "The correct engine (D), but the draft model now samples its guesses at temperature "
+              f"{SAMPLED_DRAFT_TEMPERATURE:g} instead of taking its argmax, while the target still verifies "
+              "greedily: a draft token is accepted only if it equals the target's argmax, and the first "
+              "mismatch is replaced by that argmax. Acceptance drops, since random guesses agree less often, "
+              "but every emitted token is still the target's own greedy choice: the output stays identical "
+              "to target-only decoding.",
+              lambda config: LAB_STAGES[-1].apply(config).replace(draft_temperature=SAMPLED_DRAFT_TEMPERATURE)),
+)
+KEYS = tuple(choice.key for choice in CHOICES)
+RUN_ORDER = (REFERENCE, *(key for key in KEYS if key != REFERENCE))     # the reference first
+
+
+def choice(key: str) -> LabChoice:
+    return next((c for c in CHOICES if c.key == key), CHOICES[0])
+
+
+@dataclass(frozen=True)
+class LabSet:
+    """Traces of one prompt by stage key; `checked`: was D identical to a target-only run (None: not run)."""
+
+    traces: dict[str, Trace]
+    source: str                        # "recorded" or the models' label
+    checked: bool | None = None
+
+    @property
+    def reference(self) -> Trace | None:
+        return self.traces.get(REFERENCE)
+
+
+def recorded_lab(traces: dict[str, Trace]) -> LabSet | None:
+    """The shipped lab traces as a set; D's recorded target-only check (--baseline) when it has one."""
+    if not traces:
+        return None
+    reference = traces.get(REFERENCE)
+    baseline = reference.summary.baseline if reference is not None else None
+    return LabSet(traces, "recorded", None if baseline is None else baseline.identical)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where a stage's output first leaves the reference's (None everywhere when identical)."""
+
+    step: int | None                   # first_divergence: the step index
+    position: int | None               # index into the generated tokens
+    got: str | None
+    expected: str | None
+
+    @property
+    def identical(self) -> bool:
+        return self.position is None
+
+
+def difference(trace: Trace, reference: Trace) -> Difference:
+    """The first differing output token of `trace` against `reference`, and the step that emitted it."""
+    ids, reference_ids = trace.output.token_ids, reference.output.token_ids
+    if ids == reference_ids:
+        return Difference(None, None, None, None)
+    shorter = min(len(ids), len(reference_ids))
+    position = next((i for i, (a, b) in enumerate(zip(ids, reference_ids)) if a != b), shorter)
+    got = _token_texts(trace)[position] if position < len(ids) else "(end)"
+    expected = _token_texts(reference)[position] if position < len(reference_ids) else "(end)"
+    step = first_divergence(trace, reference_ids)
+    if step is None:                   # the stage stopped early: it ends where the reference goes on
+        step = trace.steps[-1].index if trace.steps else None
+    return Difference(step, position, got, expected)
+
+
+@dataclass(frozen=True)
+class LabViews(ComponentFields):
+    """One value per output component of the lab view, in the order of `names()`."""
+
+    lab: LabSet | None
+    status: str
+    explanation: str
+    verdict: str
+    timeline: go.Figure
+    drift: go.Figure
+
+
+def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = FigureStyle()) -> LabViews:
+    """The stage `key` of `lab`: explanation, verdict cards, timeline with the divergence line, cache drift."""
+    picked = choice(key)
+    explanation = (f"<div class='sv-lab-text'><h3>{escape(picked.title)}</h3><p>{escape(picked.explanation)}</p></div>")
+    trace = lab.traces.get(picked.key) if lab else None
+    reference = lab.reference if lab else None
+    if trace is None:
+        missing = ("Not recorded for this prompt yet: press <b>Run the lab</b>." if lab and lab.traces
+                   else "No lab traces yet: press <b>Run the lab</b>.")
+        return LabViews(lab, status, explanation, f"<div class='sv-note'>{missing}</div>",
+                        timeline_figure(None, style=style), drift_figure(None, style=style))
+    diff = difference(trace, reference) if reference is not None else None
+    step = diff.step if diff else None
+    return LabViews(lab, status, explanation, verdict_html(trace, reference, diff, lab),
+                    timeline_figure(trace, selected_step=step, style=style, divergence=step),
+                    drift_figure(trace, step, style=style))
+
+
+def verdict_html(trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
+    """Cards (acceptance vs the correct engine, tokens per step, cache drift) and the output verdict."""
+    summary = trace.summary
+    correct = reference.summary if reference is not None else None
+    drift = cache_drift(trace)
+    target_max = max((t for t, _ in drift), default=0)
+    draft_values = [d for _, d in drift if d is not None]
+    cards = [
+        _card("acceptance rate", percent(summary.acceptance_rate),
+              f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else ""),
+        _card("tokens per step",
+              "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+              f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
+              else ""),
+        _card("target cache drift", f"{target_max:+d}" if target_max else "0",
+              "most stale positions at once" if target_max else "always equal to a fresh prefill"),
+        _card("draft cache drift", _draft_drift(draft_values), "missing (−) or stale (+) positions at worst"),
+    ]
+    return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
+            f"{_output_verdict(trace, reference, diff, lab)}</div>")
+
+
+def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
+    if reference is None or diff is None:
+        return "<div class='sv-note'>No stage D run to compare with: run the lab.</div>"
+    where = ("D was checked against target-only decoding" if lab.checked
+             else "but D itself differed from target-only: a float-rounding near tie or a bug, please report it"
+             if lab.checked is False
+             else "D is target-only's output, exact up to float rounding at near ties (greedy, float32)")
+    if diff.identical:
+        badge = "<span class='sv-badge sv-ok'>✓ output identical to target-only decoding</span>"
+        return f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
+    badge = (f"<span class='sv-badge sv-bad'>✗ output leaves target-only decoding at token {diff.position + 1} "
+             f"(step {diff.step})</span>")
+    texts = _token_texts(trace)
+    shared = "".join(texts[:diff.position])[-80:]
+    return (f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
+            f"<div class='sv-text sv-lab-diff'><div><span class='sv-muted'>this stage:</span> "
+            f"{escape(visible(shared))}"
+            f"<span class='sv-tok sv-rejected'>{escape(visible(diff.got or ''))}</span>…</div>"
+            f"<div><span class='sv-muted'>target-only:</span> {escape(visible(shared))}"
+            f"<span class='sv-tok sv-accepted'>{escape(visible(diff.expected or ''))}</span>…</div></div>")
+
+
+def _draft_drift(values: list[int]) -> str:
+    if not values:
+        return "–"
+    worst = max(values, key=abs)
+    return f"{worst:+d}" if worst else "0"
+
+
+def _token_texts(trace: Trace) -> list[str]:
+    return [token.text for step in trace.steps for token in step.emitted]
+
+
+def _card(label: str, value: str, note: str) -> str:
+    return (f"<div class='sv-card'><div class='sv-card-label'>{escape(label)}</div>"
+            f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")

@@ -1,0 +1,244 @@
+"""Event handlers: plain methods bound to a Runner, each returning values for the layout's outputs.
+
+Generation is stepped inside the `run` generator; Stop sets the session's stop signal,
+which the generator reads between steps before it yields the final, stopped view
+(the partial trace stays in the session state). A run gets its signal as it joins the
+queue (`queued`), so Stop also cancels a run still waiting there: it never starts.
+Every problem a user can cause becomes a gr.Error with one clear sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+
+from engine.config import ConfigError, SpecConfig
+from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
+from specviz import updates
+from specviz.controls import Controls
+from specviz.figures.kv_cache import kv_cache_figure
+from specviz.figures.timeline import timeline_figure
+from specviz.model_picker import picker_changed
+from specviz.policy import Policy
+from specviz.run.export import export_files, prune_exports
+from specviz.run.step_detail import find_step, step_detail_html
+from specviz.run.views import Views, render
+from specviz.runner import Generation, RunRequest, Runner, RunnerError
+from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
+from specviz.style import FigureStyle
+from specviz.uploads import parse_upload
+
+LOG = logging.getLogger(__name__)
+Outputs = tuple[Any, ...]
+REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
+
+
+class Handlers(Stoppable):
+    """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
+    `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts."""
+
+    def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S,
+                 policy: Policy = Policy()):
+        self.runner = runner
+        self.min_interval = min_interval
+        self.replay_delay = replay_delay
+        self.policy = policy
+        super().__init__()
+
+    # --- run / stop -----------------------------------------------------------------------
+    def run(self, trace: Trace | None, large: bool, width: float | None, preset: str, draft: str, target: str,
+            drafter: str, prompt: str, k: float, adaptive_k: bool, temperature: float, top_p: float, top_k: float,
+            max_new_tokens: float, seed: float, draft_dtype: str, target_dtype: str, with_baseline: bool,
+            request: gr.Request = None, progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
+        """Load the pair if needed, then step the generation here, yielding every view as it grows.
+
+        `large` and `width` (viewport pixels) size the figures; the parameters after them are the
+        Controls fields, in order (named for API users).
+        """
+        with self.stop_signal(request) as stop:
+            if stop.is_set():
+                yield status_only(trace, STOPPED_IN_QUEUE)
+                return
+            run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature,
+                                            top_p, top_k, max_new_tokens, seed, draft_dtype, target_dtype,
+                                            with_baseline), self.policy)
+            style = FigureStyle.for_screen(large, width)
+            progress(0.0, desc=f"Loading {run_request.models.label}…")
+            try:
+                generation = self.runner.start(run_request,
+                                               progress=lambda fraction, message: progress(fraction, desc=message))
+            except (RunnerError, ValueError) as error:
+                raise gr.Error(f"Could not start: {error}") from None
+            except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
+                LOG.exception("starting a run failed")
+                raise gr.Error(f"Could not start: {type(error).__name__}: {error}") from None
+            yield status_only(trace, "Models ready: reading the prompt (the first step includes the prefill)…")
+            yield from self._stream(generation, style, stop)
+            trace = generation.trace()
+            if stop.is_set():
+                status = f"Stopped: the {len(trace.steps)} steps recorded so far are kept."
+                yield outputs(render(trace, status, style=style))
+                return
+            yield outputs(render(trace, finished_status(trace), style=style))
+            if run_request.with_baseline:
+                yield from self._baseline(run_request, trace, style)
+
+    def _stream(self, generation: Generation, style: FigureStyle, stop: threading.Event) -> Iterator[Outputs]:
+        last_yield, render_s = 0.0, 0.0
+        while not generation.is_done and not stop.is_set():
+            try:
+                generation.step()
+            except Exception as error:  # the engine failed mid-run: keep what it recorded, then say why
+                LOG.exception("a generation step failed")
+                trace = _partial(generation)
+                if trace is not None:
+                    yield outputs(render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style))
+                raise gr.Error(f"Generation failed: {error}. The steps recorded before it are kept.") from None
+            # Redraw at most every min_interval, and never spend more than a third of the time drawing.
+            if time.monotonic() - last_yield >= max(self.min_interval, 2 * render_s) and not stop.is_set():
+                started = time.monotonic()
+                trace = generation.trace()
+                status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
+                          if trace.steps else "Running…")
+                views = outputs(render(trace, status, live=True, style=style))
+                last_yield = time.monotonic()
+                render_s = last_yield - started
+                yield views
+
+    def _baseline(self, request: RunRequest, trace: Trace, style: FigureStyle) -> Iterator[Outputs]:
+        yield outputs(render(trace, "Running target-only decoding for comparison…", style=style))
+        try:
+            compared = self.runner.with_baseline(request, trace)
+        except Exception as error:  # the speculative run is already shown: keep it, say what failed
+            LOG.exception("the target-only baseline failed")
+            raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
+        yield outputs(render(compared, finished_status(compared), style=style))
+
+    def replay(self, trace: Trace | None, large: bool, width: float | None,
+               request: gr.Request = None) -> Iterator[Outputs]:
+        """Play a recorded trace back step by step, no model needed (Stop ends it, keeping the whole trace)."""
+        if trace is None or not trace.steps:
+            raise gr.Error("There is no recorded trace to replay: run a generation or load a trace first.")
+        style = FigureStyle.for_screen(large, width)
+        session = session_key(request)
+        stop = self.stops.open(session)
+        try:
+            for count in range(1, len(trace.steps) + 1):
+                if stop.is_set():
+                    break
+                shown = first_steps(trace, count)
+                status = f"Replaying… step {shown.steps[-1].index} of {trace.steps[-1].index}"
+                views = dict(zip(Views.names(), outputs(render(shown, status, live=True, style=style))))
+                views["trace"] = trace                 # the session keeps the whole trace all along
+                yield tuple(views.values())
+                time.sleep(self.replay_delay)
+            yield outputs(render(trace, f"Replayed {len(trace.steps)} recorded steps. Scrub through them below.",
+                                 style=style))
+        finally:
+            self.stops.close(session, stop)
+
+    # --- step scrubber ----------------------------------------------------------------------
+    def select_step(self, trace: Trace | None, index: float | None, large: bool,
+                    width: float | None) -> tuple[Any, Any, str]:
+        """Timeline and cache figure scrolled to the step and outlining it, and the step's detail."""
+        step_index = None if index is None else int(round(index))
+        style = FigureStyle.for_screen(large, width)
+        return (timeline_figure(trace, selected_step=step_index, style=style),
+                kv_cache_figure(trace, selected_step=step_index, style=style),
+                step_detail_html(trace, step_index))
+
+    def previous_step(self, trace: Trace | None, index: float | None, large: bool,
+                      width: float | None) -> tuple[Any, ...]:
+        return self._move(trace, index, -1, large, width)
+
+    def next_step(self, trace: Trace | None, index: float | None, large: bool, width: float | None) -> tuple[Any, ...]:
+        return self._move(trace, index, +1, large, width)
+
+    def _move(self, trace: Trace | None, index: float | None, delta: int, large: bool,
+              width: float | None) -> tuple[Any, ...]:
+        if trace is None or not trace.steps:
+            return gr.update(), *self.select_step(trace, None, large, width)
+        current = find_step(trace, None if index is None else int(round(index)))
+        position = trace.steps.index(current) + delta
+        target = trace.steps[min(max(position, 0), len(trace.steps) - 1)].index
+        return gr.update(value=target), *self.select_step(trace, target, large, width)
+
+    # --- display --------------------------------------------------------------------------
+    def restyle(self, trace: Trace | None, index: float | None, large: bool, width: float | None,
+                status: str) -> Outputs:
+        """Redraw everything, e.g. after the large-text toggle or once the page knows its width."""
+        selected = None if index is None else int(round(index))
+        return outputs(render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)))
+
+    def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str]:
+        """Show the custom model boxes for 'custom'; pick the preset's drafter; describe it."""
+        draft, target, description, drafter = picker_changed(self.runner, self.policy, preset, with_drafter=True)
+        return draft, target, drafter, description
+
+    @staticmethod
+    def exactness(target_dtype: str, temperature: float | None) -> str:
+        """The note under the controls: what these settings guarantee (engine.config.Exactness)."""
+        try:
+            config = SpecConfig(temperature=float(temperature or 0.0), target_dtype=str(target_dtype or "float32"))
+        except (ConfigError, TypeError, ValueError):      # an out-of-range value is reported when Run is pressed
+            return ""
+        return config.exactness.note
+
+    # --- import / export ------------------------------------------------------------------
+    def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
+        """Replay an uploaded trace; a bad file is a gr.Error and the current trace stays."""
+        trace = parse_upload(data, MAX_TRACE_BYTES, "trace", Trace.from_json, TraceFormatError)
+        status = f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed."
+        first = trace.steps[0].index if trace.steps else None
+        return outputs(render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)))
+
+    def export(self, trace: Trace | None) -> list[str]:
+        """The trace as JSON and its figures as one standalone HTML page (desktop sizes), in a fresh folder."""
+        if trace is None:
+            raise gr.Error("Nothing to export yet: run a generation or load a trace first.")
+        views = render(trace, "")
+        figures = {"timeline": views.timeline, "kv-cache": views.kv_cache, "per-step": views.per_step,
+                   "positions": views.positions, "histogram": views.histogram}
+        directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
+        prune_exports(directory.parent)
+        return [str(path) for path in export_files(trace, figures, directory)]
+
+
+def outputs(views: Views) -> Outputs:
+    """Views as the tuple the layout's outputs expect (the scrubber becomes a slider update)."""
+    scrubber = views.scrubber
+    values = {name: getattr(views, name) for name in Views.names()}
+    values["scrubber"] = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
+                                   interactive=scrubber.interactive)
+    return tuple(values[name] for name in Views.names())
+
+
+def status_only(trace: Trace | None, status: str) -> Outputs:
+    """Outputs that change the status line only (the session keeps `trace`)."""
+    return updates.status_only(Views.names(), status, {"trace": trace})
+
+
+def finished_status(trace: Trace) -> str:
+    summary = trace.summary
+    why = "stopped at EOS" if trace.steps and trace.steps[-1].eos else f"reached {summary.new_tokens} new tokens"
+    return f"Done: {summary.steps} steps, {why}. Scrub through the steps below."
+
+
+def _request(controls: Controls, policy: Policy) -> RunRequest:
+    try:
+        return controls.to_request(policy)
+    except ValueError as error:
+        raise gr.Error(str(error)) from None
+
+
+def _partial(generation: Generation) -> Trace | None:
+    try:
+        return generation.trace()
+    except Exception:  # a broken generation may not even give its partial trace
+        return None

@@ -1,0 +1,96 @@
+"""Output text highlighted by token origin, and the run's metrics, as escaped HTML."""
+
+from __future__ import annotations
+
+from html import escape
+
+from engine.config import MAX_K, NGRAM_DRAFTER
+from engine.metrics import expected_speedup, expected_tokens_per_step, verified_acceptance
+from engine.trace import Trace
+from specviz.style import LABELS
+from specviz.tokens import percent
+
+ORIGINS = ("accepted", "recovered", "bonus")
+
+
+def output_html(trace: Trace | None) -> str:
+    """The generated text, each token a span coloured by origin (accepted draft, recovered, bonus)."""
+    if trace is None:
+        return "<div class='sv-output sv-empty'>The generated text appears here.</div>"
+    legend = "".join(f"<span class='sv-tok sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in ORIGINS)
+    spans = "".join(
+        f"<span class='sv-out sv-{token.kind}' title='step {step.index}: {escape(LABELS[token.kind])}'>"
+        f"{escape(token.text)}</span>"
+        for step in trace.steps for token in step.emitted)
+    state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
+    prompt = escape(trace.prompt.text)
+    return (f"<div class='sv-output'><div class='sv-legend'>{legend}{state}</div>"
+            f"<details class='sv-prompt'><summary>Prompt ({len(trace.prompt.token_ids)} tokens)</summary>"
+            f"<pre>{prompt}</pre></details>"
+            f"<div class='sv-text'>{spans or '<span class=sv-muted>(no tokens yet)</span>'}</div></div>")
+
+
+def metrics_html(trace: Trace | None) -> str:
+    """Cards: acceptance rate, mean accepted length, tokens/s, forwards vs tokens, baseline comparison."""
+    if trace is None:
+        return "<div class='sv-metrics sv-empty'>Metrics appear after the first step.</div>"
+    summary = trace.summary
+    config = trace.config
+    alpha = verified_acceptance(trace.steps)
+    max_k = max((step.k for step in trace.steps), default=config.k)
+    model = f"model predicts {expected_tokens_per_step(alpha, max_k):.2f}" if alpha is not None else ""
+    cards = [
+        _card("acceptance rate", percent(summary.acceptance_rate),
+              f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
+              + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
+        _card("mean accepted length",
+              "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+              f"tokens emitted per step (per target forward), bonus included; {model}"),
+        _card("target forwards", f"{summary.target_forwards}",
+              f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
+        _card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
+              f"{summary.wall_s:.2f} s wall time"),
+    ]
+    if summary.estimated_alpha is not None and summary.cost_ratio is not None:
+        predicted = expected_speedup(summary.estimated_alpha, max_k, summary.cost_ratio)
+        cards.append(_card("predicted speedup", f"{predicted:.2f}×",
+                           f"Leviathan et al.: α = Σ min(p, q) = {summary.estimated_alpha:.2f}, "
+                           f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
+    if summary.baseline is not None:
+        cards.append(_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
+                           f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
+    return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
+            f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
+
+
+def _card(label: str, value: str, note: str) -> str:
+    return (f"<div class='sv-card'><div class='sv-card-label'>{escape(label)}</div>"
+            f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")
+
+
+def _baseline_badge(trace: Trace) -> str:
+    """What was checked against a target-only run, else what the settings guarantee (engine.config.Exactness)."""
+    baseline, exactness = trace.summary.baseline, trace.config.exactness
+    note = f"<span class='sv-muted'>{escape(exactness.note)}</span>"
+    if baseline is None:
+        return f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(exactness.label)}</span> {note}</div>"
+    if baseline.identical:
+        return "<div class='sv-note'><span class='sv-badge sv-ok'>✓ identical to the target-only run (checked)</span></div>"
+    if baseline.exact_expected:
+        badge = "<span class='sv-badge sv-bad'>✗ differs from the target-only run (checked)</span>"
+        why = ("<span class='sv-muted'>Greedy with a float32 target allows this only where float rounding flips "
+               "a near tie; anything else is a bug: please report it.</span>")
+        return f"<div class='sv-note'>{badge} {why}</div>"
+    return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ differs from the target-only run (checked; "
+            f"allowed here)</span> {note}</div>")
+
+
+def _config_line(trace: Trace) -> str:
+    config = trace.config
+    drafter = ("n-gram prompt lookup" if config.drafter == NGRAM_DRAFTER
+               else f"draft {config.draft or '?'} ({config.draft_dtype or '?'})")
+    sampling = "greedy" if config.is_greedy else (f"temperature {config.temperature:g}, top-p {config.top_p:g}"
+                                                   f", top-k {config.top_k or 'off'}")
+    k = f"adaptive k from {config.k}, at most {min(2 * config.k, MAX_K)}" if config.adaptive_k else f"k = {config.k}"
+    return (f"target {config.target or '?'} ({config.target_dtype or '?'}) · {drafter} · {k} · {sampling}"
+            f" · max {config.max_new_tokens} new tokens · seed {config.seed}")

@@ -1,0 +1,69 @@
+"""Everything the page shows for one Trace, rendered in one place (figures, HTML, scrubber range)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from engine.trace import Trace
+from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
+from specviz.figures.kv_cache import kv_cache_figure
+from specviz.figures.timeline import timeline_figure
+from specviz.run.output_view import metrics_html, output_html
+from specviz.run.step_detail import find_step, step_detail_html
+from specviz.style import FigureStyle
+from specviz.updates import ComponentFields
+
+
+@dataclass(frozen=True)
+class Scrubber:
+    minimum: int
+    maximum: int
+    value: int
+    interactive: bool
+
+
+@dataclass(frozen=True)
+class Views(ComponentFields):
+    """One value per output component, in the order of `names()`."""
+
+    trace: Trace | None
+    timeline: go.Figure
+    kv_cache: go.Figure
+    per_step: go.Figure
+    positions: go.Figure
+    histogram: go.Figure
+    scrubber: Scrubber
+    detail: str
+    output: str
+    metrics: str
+    status: str
+
+
+def render(trace: Trace | None, status: str, selected: int | None = None, live: bool = False,
+           style: FigureStyle = FigureStyle()) -> Views:
+    """All views of `trace`; `selected` is a step index (None: the last step); `live` follows the newest steps."""
+    step = find_step(trace, selected) if trace is not None and trace.steps else None
+    index = None if step is None else step.index
+    return Views(
+        trace=trace,
+        timeline=timeline_figure(trace, selected_step=index, follow_end=live, style=style),
+        kv_cache=kv_cache_figure(trace, selected_step=index, follow_end=live, style=style),
+        per_step=per_step_figure(trace, style=style),
+        positions=position_figure(trace, style=style),
+        histogram=histogram_figure(trace, style=style),
+        scrubber=scrubber_for(trace, index),
+        detail=step_detail_html(trace, index),
+        output=output_html(trace),
+        metrics=metrics_html(trace),
+        status=status,
+    )
+
+
+def scrubber_for(trace: Trace | None, index: int | None) -> Scrubber:
+    """Slider range over the trace's step indices (a one-step trace still gets a valid range)."""
+    if trace is None or not trace.steps or index is None:
+        return Scrubber(0, 1, 0, interactive=False)
+    first, last = trace.steps[0].index, trace.steps[-1].index
+    return Scrubber(first, max(last, first + 1), index, interactive=last > first)
