@@ -3,7 +3,7 @@
 hysts' pattern: this file builds the model side (`EngineRunner`, which loads model
 pairs lazily and shares them read-only between sessions) and hands it to the UI
 (`specviz.layout.build_demo`). torch is imported only when the first pair loads, so
-the page, with its recorded trace, is up in seconds.
+the page, with its recorded trace, does not wait for torch (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is ke
 class EngineRunner:
     """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
-    (engine/decode/compute_thread.py): spread over Gradio's worker threads, each step was 10-50 % slower."""
+    (engine/decode/compute_thread.py): spread over Gradio's worker threads, each step was slower
+    (docs/benchmark.md, "Measurements quoted in code")."""
 
     def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
         self.device = device
@@ -99,7 +100,7 @@ class EngineRunner:
         check that needs no weights (`load_pair`'s `before_weights`: preset, paths, Hub id, dtypes,
         tokenizers), so a mistyped path or an unknown model leaves the cache as it was. Dropping
         it then, not after the new weights have loaded, keeps the peak at MAX_LOADED_PAIRS pairs
-        (the default one is about 8 GB); the price is that a load failing once its weights are
+        (a pair's memory is in docs/benchmark.md); the price is that a load failing once its weights are
         being read (a damaged file, too little memory) has already dropped one pair."""
         if self.policy is not None:
             self.policy.check_models(models)

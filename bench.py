@@ -6,7 +6,7 @@ generation, in one process on one machine (docs/benchmark.md).
 Every configuration runs every prompt `--repeats` times; the median wall time per
 (configuration, prompt) is kept and tokens/s are summed over prompts. Ratios, not
 absolute times, are the figures of merit. Writes bench-results.json and prints a
-markdown table. `--quick` uses tiny-random and finishes in about a minute.
+markdown table. `--quick` uses tiny-random, for a quick check (docs/benchmark.md).
 
 Three pairs load once: the plain float32 pair (what transformers' generate() gets,
 and the reference for every speedup: target-only decoding on the plain float32

@@ -6,10 +6,10 @@ the machine has cores, libgomp stops spinning between parallel regions and puts 
 workers to sleep after each one. A forward pass of a small model is hundreds of short
 regions, so the wake-ups add up. A Gradio server runs each handler call, and each
 `next()` of a generator handler, on whichever of its worker threads is free: the pair
-loads on one, the steps run on others. Measured on the 2-core reference CPU with the
-default pair: a draft token 60 ms instead of 40 and a verify 330 ms instead of 290,
-unless every model computation stays on one thread (which is what a script or the CLI
-does without trying).
+loads on one, the steps run on others. Draft tokens and verifies then measurably take
+longer (figures in docs/benchmark.md, "Measurements quoted in code") than when every
+model computation stays on one thread (which is what a script or the CLI does without
+trying).
 
 `ComputeThread.run(fn, ...)` runs `fn` on the process's compute thread and returns its
 result (or raises its exception) in the caller. Calls queue in order, so two sessions'

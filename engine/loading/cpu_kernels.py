@@ -5,17 +5,18 @@ Two changes to a loaded model, both for the CPU only:
 - `prepack_linear_layers` swaps every `nn.Linear` for a `PackedLinear` holding the
   same weights reordered once into oneDNN's blocked layout. Stock float32
   `F.linear` (MKL) handles a few rows in panels of three, re-reading the whole
-  weight matrix per panel: on the 2-core reference CPU a forward over 1-3 tokens
-  costs the same, 4-6 tokens twice that and 7-9 three times. Verifying k drafts
-  feeds k + 1 tokens, so k = 5 cost two target steps. With prepacked weights 1 to
-  8 rows cost about one step, which is what the speedup theory assumes. Precision
-  is unchanged: float32 stays float32 (only the summation order differs, as it
-  already does between a one-token and a k + 1-token forward).
+  weight matrix per panel, so a forward's cost grows with each further panel of
+  tokens. Verifying k drafts feeds k + 1 tokens, so a verify at a useful k costs
+  more than one target step. With prepacked weights a verify over a few rows costs
+  about one step, which is what the speedup theory assumes (measured figures:
+  docs/benchmark.md, "Measurements quoted in code"). Precision is unchanged:
+  float32 stays float32 (only the summation order differs, as it already does
+  between a one-token and a k + 1-token forward).
 - `quantize_int8` replaces a draft model's linear layers by dynamically quantized
   int8 ones (per-output-channel weight scales; activations quantized per call).
-  A draft token costs about 0.4x its float32 time. The output is unchanged: the
-  target decides every emitted token, so only the proposals (and the acceptance
-  rate) can move.
+  A draft token costs well under its float32 time (docs/benchmark.md). The output
+  is unchanged: the target decides every emitted token, so only the proposals (and
+  the acceptance rate) can move.
 
 Both are pure functions of a model in, the same model (modified in place) out.
 """
@@ -115,7 +116,7 @@ def _linear_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
 def _swap_in_parallel(slots: list, convert) -> int:
     """Replace each layer by convert(layer). The conversions run on every torch thread (they
     release the GIL), at most one per thread at a time, largest first, each slot refilled as
-    soon as its conversion ends: one huge layer (the vocabulary head, ~1 s to convert) runs
+    soon as its conversion ends: one huge layer (the vocabulary head, the slowest to convert) runs
     beside the small ones instead of holding a lockstep batch. No reference to a converted
     plain layer is kept, so its weight is freed once swapped: memory grows by a few layers,
     not by a second model. Takes the slots list over (empties it); returns how many were swapped."""

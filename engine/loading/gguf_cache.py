@@ -1,7 +1,7 @@
 """Converted-weight cache: dequantize a GGUF once, then load plain safetensors.
 
-transformers dequantizes a GGUF on every `from_pretrained` (2-3 minutes for the
-Qwen pair on a 2-core CPU). `converted_embedded` and `converted_file` do it once
+transformers dequantizes a GGUF on every `from_pretrained`, which is slow on a
+small CPU (docs/benchmark.md). `converted_embedded` and `converted_file` do it once
 and keep the result, model (float32 safetensors, exactly the dequantized
 weights) and tokenizer, in
 
@@ -10,7 +10,7 @@ weights) and tokenizer, in
 keyed by the GGUF's content sha256 (the stem only makes the folder readable):
 a copied or renamed file still hits, an edited one misses. Embedded files have
 a known sha256, so a hit reads no GGUF byte at all; a user's .gguf is hashed on
-each load (about 1 s per GB), which is what makes the key safe.
+each load (a cost in proportion to its size), which is what makes the key safe.
 
 Safety: the conversion runs under an exclusive lock file per key (a second
 process waits, then finds the result), writes into `<key>.tmp-*`, writes the
@@ -48,8 +48,8 @@ CACHE_ENV = "SPECVIZ_CACHE"
 CACHE_FORMAT = "gguf-v1"
 MARKER = "specviz-complete.json"
 
-# One conversion at a time per process: each holds a dequantized float32 model in memory
-# (6 GB for the 1.5B target) and uses every core, and `faster_gguf_loading` swaps
+# One conversion at a time per process: each holds a whole dequantized float32 model in
+# memory (docs/benchmark.md) and uses every core, and `faster_gguf_loading` swaps
 # module attributes for its duration.
 _CONVERSION_LOCK = threading.Lock()
 

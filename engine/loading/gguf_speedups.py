@@ -5,12 +5,12 @@ A first start converts the two Qwen GGUFs to float32 safetensors. Profiling that
 
 - transformers opens each file three times (config, tokenizer, weights), and gguf's
   reader parses the whole header on each open, element by element: for the Qwen files
-  (151,936 vocabulary entries and their merges) that is 5-6 s per parse;
-- it then decodes every metadata value again on each call (2-3 s per call);
-- it builds gguf's tensor-name table (the same one) once per module: 3-4 s per model;
+  (151,936 vocabulary entries and their merges) that is a slow parse, on every open;
+- it then decodes every metadata value again on each call;
+- it builds gguf's tensor-name table (the same one) once per module;
 - gguf dequantizes a tensor 16 rows at a time, one Python call per group, on one core;
-- its reader slices an `np.memmap`, whose Python-level `__getitem__` runs ~2 million
-  times per header parse.
+- its reader slices an `np.memmap`, whose Python-level `__getitem__` runs for every
+  slice, and a header parse slices at least once per element (twice per string).
 
 `faster_gguf_loading()` is active for one conversion. It hands the three opens one
 reader (the reader maps the file read-only) that slices a plain ndarray view of the
@@ -19,8 +19,8 @@ another's edits) and the read-only tensor-name table; and dequantizes quantized
 tensors in chunks of rows on a small thread pool. Dequantization is row-independent
 and the chunks run gguf's own per-row code, so the result is bit-identical to gguf's
 (tests/test_gguf_speedups.py checks it per quantization type, and a whole conversion).
-Measured on the reference CPU: the 0.5B draft 41 s -> 18 s, the 1.5B target 62 s ->
-38 s; a first start of the default pair 117 s -> 63 s.
+The profile's figures and the conversion times before and after are in docs/benchmark.md
+("Measurements quoted in code").
 
 The patches replace module attributes, so the caller must not run two conversions at
 once in one process (engine/loading/gguf_cache.py holds a lock around them).
@@ -86,7 +86,7 @@ def faster_gguf_loading() -> Iterator[None]:
 
     class PlainArrayReader(original_reader):
         """gguf's reader over a plain ndarray view of its memory map: slicing an
-        `np.memmap` runs Python code per slice, and a header parse slices ~2 million times."""
+        `np.memmap` runs Python code per slice, and a header parse slices twice per string."""
 
         @property
         def data(self) -> np.ndarray:

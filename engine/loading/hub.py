@@ -1,10 +1,10 @@
 """Hugging Face Hub access that fails fast when the Hub cannot be reached.
 
-Left alone, transformers retries an unreachable Hub for about 25 seconds
-(five backoffs) before giving up. `hub_access` asks the Hub once with a short
+Left alone, transformers retries an unreachable Hub through five backoffs
+before giving up. `hub_access` asks the Hub once with a short
 timeout first: reachable -> download as usual; unreachable but the model is in
 the local Hub cache -> load it with `local_files_only`; otherwise one clear
-ModelLoadError within a second or so.
+ModelLoadError after that one request (times in docs/benchmark.md).
 """
 
 from __future__ import annotations

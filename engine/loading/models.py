@@ -219,7 +219,7 @@ def _resolve(reference: str, role: str, root: Path, report: Callable[[str], None
 
 def _same_tokenizer_file(first: _Source, second: _Source) -> bool:
     """True when both folders hold byte-identical tokenizer.json files, so the vocabularies
-    are equal without loading a second tokenizer (about 1.3 s for Qwen's)."""
+    are equal without loading a second tokenizer (slow for Qwen's; docs/benchmark.md)."""
     first_file, second_file = Path(first.location) / "tokenizer.json", Path(second.location) / "tokenizer.json"
     return (first_file.is_file() and second_file.is_file()
             and first_file.stat().st_size == second_file.stat().st_size

@@ -1,6 +1,6 @@
 """The `tiny-random` pair: a seeded random tiny Llama target and a noisy copy as draft.
 
-No files and no downloads, so it loads in a fraction of a second: tests and
+No files and no downloads, so it loads at once (docs/benchmark.md): tests and
 instant demos use it. The draft is the target's weights plus seeded Gaussian
 noise, which keeps the two correlated, so some drafts are accepted and some are
 not: at the default noise, greedy acceptance at k=4 is about 60 % and the

@@ -129,7 +129,7 @@ def reassemble(spec: EmbeddedGGUF, destination: Path) -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's content (about 1 s per GB here)."""
+    """Hex sha256 of a file's content (it reads the whole file; docs/benchmark.md has the rate)."""
     hasher = hashlib.sha256()
     with Path(path).open("rb") as source:
         while chunk := source.read(_CHUNK_BYTES):

@@ -1,8 +1,9 @@
 """Layout shared by every SpecViz figure, and the placeholder shown before any trace exists.
 
 Figures are built in one shot, `go.Figure(data=[dicts], layout=dict)`: plotly validates
-once instead of on every `update_*` call, which is ten times faster and matters when
-the page redraws after every step on a 2-core machine that is also running the models.
+once instead of on every `update_*` call, which is much faster (docs/benchmark.md) and
+matters when the page redraws after every step on a 2-core machine that is also running
+the models.
 """
 
 from __future__ import annotations
