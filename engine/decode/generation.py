@@ -71,8 +71,9 @@ class Generation:
             proposal = self.drafter.propose(self.committed, self._draft_length())            # 1. draft
             verification = self._verify(proposal)                                            # 2. verify
             acceptance = self._accept(proposal, verification.logits, verification.probs)     # 3. accept
-            kv_target, kv_draft = self._cutoff(proposal, acceptance, verification)           # 4. cutoff
-            emitted, eos = self._emit(proposal, acceptance)                                  # 5. emit
+            kept = self._kept_run(proposal, acceptance)
+            kv_target, kv_draft = self._cutoff(proposal, kept, verification)                 # 4. cutoff
+            emitted, eos = self._emit(kept)                                                  # 5. emit
             if self.adaptive is not None:
                 self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
                                       verification.elapsed_ms, verification.rows, timed=bool(self.records))
@@ -134,26 +135,26 @@ class Generation:
             return accept_greedy(proposal.token_ids, target_logits)
         return accept_sampling(proposal.token_ids, proposal.probs, target_probs, self.generator)
 
-    def _cutoff(self, proposal: Proposal, acceptance: Acceptance,
+    def _cutoff(self, proposal: Proposal, kept: list[tuple[int, str]],
                 verification: Verification) -> tuple[CacheLengths, CacheLengths | None]:
         """Retire the drafts the output does not keep: the target loses k - kept, the draft
         max(0, k - kept - 1) (kept = accepted, fewer when an EOS ends the run early)."""
-        num_kept = sum(kind == "accepted" for _, kind in self._run(proposal, acceptance))
+        num_kept = sum(kind == "accepted" for _, kind in kept)
         removed = self.target.cutoff(len(proposal.token_ids) - num_kept, self.config.cutoff_mode)
         self.target.commit(num_kept)
         return (self.target.lengths(verification.cache_before, verification.cache_after_forward, removed),
                 self.drafter.on_verified(proposal, num_kept))
 
-    def _emit(self, proposal: Proposal, acceptance: Acceptance) -> tuple[list[EmittedToken], bool]:
+    def _emit(self, kept: list[tuple[int, str]]) -> tuple[list[EmittedToken], bool]:
         """Append the step's run: accepted + 1 tokens, fewer at an EOS or the token budget."""
         emitted = [EmittedToken(token, self.pair.token_text(token) if self.recorder.detailed else "", kind)
-                   for token, kind in self._run(proposal, acceptance)]
+                   for token, kind in kept]
         eos = emitted[-1].id in self.pair.eos_token_ids
         self.committed.extend(token.id for token in emitted)
         self.is_done = eos or self.num_new_tokens >= self.config.max_new_tokens
         return emitted, eos
 
-    def _run(self, proposal: Proposal, acceptance: Acceptance) -> list[tuple[int, str]]:
+    def _kept_run(self, proposal: Proposal, acceptance: Acceptance) -> list[tuple[int, str]]:
         """(token, kind) of what this step commits: the accepted drafts and the next token, ending
         at the first EOS (inclusive) or at the token budget; drafts after an EOS are not kept."""
         run = [(token, "accepted") for token in proposal.token_ids[:acceptance.num_accepted]]
