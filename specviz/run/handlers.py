@@ -83,9 +83,9 @@ class Handlers(Stoppable):
             trace = generation.trace()
             if stop.is_set():
                 status = f"Stopped: the {len(trace.steps)} steps recorded so far are kept."
-                yield outputs(render(trace, status, style=style))
+                yield render(trace, status, style=style).outputs()
                 return
-            yield outputs(render(trace, finished_status(trace), style=style))
+            yield render(trace, finished_status(trace), style=style).outputs()
             if run_request.with_baseline:
                 yield from self._baseline(run_request, trace, style)
 
@@ -98,7 +98,7 @@ class Handlers(Stoppable):
                 LOG.exception("a generation step failed")
                 trace = _partial(generation)
                 if trace is not None:
-                    yield outputs(render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style))
+                    yield render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style).outputs()
                 raise gr.Error(f"Generation failed: {error}. The steps recorded before it are kept.") from None
             # Redraw at most every min_interval, and never spend more than a third of the time drawing.
             if time.monotonic() - last_yield >= max(self.min_interval, 2 * render_s) and not stop.is_set():
@@ -106,19 +106,19 @@ class Handlers(Stoppable):
                 trace = generation.trace()
                 status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
                           if trace.steps else "Running…")
-                views = outputs(render(trace, status, live=True, style=style))
+                views = render(trace, status, live=True, style=style).outputs()
                 last_yield = time.monotonic()
                 render_s = last_yield - started
                 yield views
 
     def _baseline(self, request: RunRequest, trace: Trace, style: FigureStyle) -> Iterator[Outputs]:
-        yield outputs(render(trace, "Running target-only decoding for comparison…", style=style))
+        yield render(trace, "Running target-only decoding for comparison…", style=style).outputs()
         try:
             compared = self.runner.with_baseline(request, trace)
         except Exception as error:  # the speculative run is already shown: keep it, say what failed
             LOG.exception("the target-only baseline failed")
             raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
-        yield outputs(render(compared, finished_status(compared), style=style))
+        yield render(compared, finished_status(compared), style=style).outputs()
 
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:
@@ -134,12 +134,12 @@ class Handlers(Stoppable):
                     break
                 shown = first_steps(trace, count)
                 status = f"Replaying… step {shown.steps[-1].index} of {trace.steps[-1].index}"
-                views = dict(zip(Views.names(), outputs(render(shown, status, live=True, style=style))))
+                views = dict(zip(Views.names(), render(shown, status, live=True, style=style).outputs()))
                 views["trace"] = trace                 # the session keeps the whole trace all along
                 yield tuple(views.values())
                 time.sleep(self.replay_delay)
-            yield outputs(render(trace, f"Replayed {len(trace.steps)} recorded steps. Scrub through them below.",
-                                 style=style))
+            yield render(trace, f"Replayed {len(trace.steps)} recorded steps. Scrub through them below.",
+                                 style=style).outputs()
         finally:
             self.stops.close(session, stop)
 
@@ -174,7 +174,7 @@ class Handlers(Stoppable):
                 status: str) -> Outputs:
         """Redraw everything, e.g. after the large-text toggle or once the page knows its width."""
         selected = None if index is None else int(round(index))
-        return outputs(render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)))
+        return render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)).outputs()
 
     def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str]:
         """Show the custom model boxes for 'custom'; pick the preset's drafter; describe it."""
@@ -196,7 +196,7 @@ class Handlers(Stoppable):
         trace = parse_upload(data, MAX_TRACE_BYTES, "trace", Trace.from_json, TraceFormatError)
         status = f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed."
         first = trace.steps[0].index if trace.steps else None
-        return outputs(render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)))
+        return render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)).outputs()
 
     def export(self, trace: Trace | None) -> list[str]:
         """The trace as JSON and its figures as one standalone HTML page (desktop sizes), in a fresh folder."""
@@ -208,15 +208,6 @@ class Handlers(Stoppable):
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
         prune_exports(directory.parent)
         return [str(path) for path in export_files(trace, figures, directory)]
-
-
-def outputs(views: Views) -> Outputs:
-    """Views as the tuple the layout's outputs expect (the scrubber becomes a slider update)."""
-    scrubber = views.scrubber
-    values = {name: getattr(views, name) for name in Views.names()}
-    values["scrubber"] = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
-                                   interactive=scrubber.interactive)
-    return tuple(values[name] for name in Views.names())
 
 
 def status_only(trace: Trace | None, status: str) -> Outputs:

@@ -13,7 +13,7 @@ from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER, Sp
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
 from specviz.policy import Policy
-from specviz.run.handlers import Handlers, outputs
+from specviz.run.handlers import Handlers
 from specviz.run.views import Views, render
 from specviz.runner import CUSTOM, Runner
 
@@ -131,7 +131,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
 
 
 def _views(initial: Views) -> dict[str, gr.components.Component]:
-    first = outputs(initial)
+    first = initial.outputs()
     value = dict(zip(Views.names(), first))
     scrubber = initial.scrubber
     v: dict[str, gr.components.Component] = {}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import gradio as gr
 import plotly.graph_objects as go
 
 from engine.trace import Trace
@@ -39,6 +41,13 @@ class Views(ComponentFields):
     output: str
     metrics: str
     status: str
+
+    def outputs(self) -> tuple[Any, ...]:
+        """The values in `names()` order; the scrubber as the slider update the page needs."""
+        scrubber = self.scrubber
+        slider = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
+                           interactive=scrubber.interactive)
+        return tuple(slider if name == "scrubber" else getattr(self, name) for name in self.names())
 
 
 def render(trace: Trace | None, status: str, selected: int | None = None, live: bool = False,
