@@ -23,6 +23,8 @@ DRAFT_DTYPES = ("auto",) + DTYPES + ("int8",)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CUTOFF_MODES = ("truncate", "none", "zero_fill")
 MAX_K = 32
+MAX_TREE_NODES = 64             # a token tree's node budget (docs/architecture.md §2, token trees)
+MAX_TREE_BRANCH = 8             # children per tree node
 
 
 class ConfigError(ValueError):
@@ -84,6 +86,8 @@ class SpecConfig:
     ngram_min: int = 1               # prompt lookup: shortest suffix n-gram to match
     ngram_max: int = 3               # prompt lookup: longest suffix n-gram to match
     raw: bool = False                # True: send the prompt as is, skipping the chat template
+    tree_nodes: int = 0              # > 0: draft a token tree of up to this many nodes, depth <= k (0 = a chain)
+    tree_branch: int = 3             # a tree node's most children (the draft's top tree_branch tokens)
     # Lab mode (problems B-D switched off); defaults are the correct engine.
     carryover: bool = True           # feed d_k + bonus to the draft after a fully accepted step
     cutoff_mode: str = "truncate"    # "truncate" | "none" (keep rejected KV) | "zero_fill" (lab C)
@@ -95,6 +99,8 @@ class SpecConfig:
     device: str = ""
     draft_dtype: str = ""
     target_dtype: str = ""
+    draft_kernel: str = ""           # engine/kernel_names.py; "" for n-gram drafting or a trace from before
+    target_kernel: str = ""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")
@@ -116,10 +122,27 @@ class SpecConfig:
                f"draft temperature must be -1 (off) or between 0 and 10, got {self.draft_temperature!r}")
         _check(self.draft_temperature < 0 or self.temperature == 0.0,
                "sampled drafting with greedy verification needs temperature 0 for the target")
+        _check(isinstance(self.tree_nodes, int) and 0 <= self.tree_nodes <= MAX_TREE_NODES,
+               f"tree nodes must be a whole number from 0 (a chain) to {MAX_TREE_NODES}, got {self.tree_nodes!r}")
+        _check(isinstance(self.tree_branch, int) and 1 <= self.tree_branch <= MAX_TREE_BRANCH,
+               f"tree branch must be an integer from 1 to {MAX_TREE_BRANCH}, got {self.tree_branch!r}")
+        if self.is_tree:
+            _check(self.drafter == MODEL_DRAFTER, "a token tree needs the draft model: choose the model drafter "
+                                                  "or set tree nodes to 0")
+            _check(not self.is_lab_mode, "a token tree runs only in the correct engine: switch the lab settings off "
+                                         "or set tree nodes to 0")
+            _check(not self.adaptive_k and self.confidence_threshold == 0.0,
+                   "a token tree has a fixed depth k and node budget: switch adaptive k and the confidence threshold "
+                   "off, or set tree nodes to 0")
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def is_tree(self) -> bool:
+        """True when each step drafts a token tree (tree_nodes > 0), not a chain."""
+        return self.tree_nodes > 0
 
     @property
     def exactness(self) -> Exactness:

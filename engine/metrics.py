@@ -4,7 +4,12 @@ Definitions (also in the README):
 - acceptance rate = accepted draft tokens / drafted tokens;
 - mean accepted length = emitted tokens per step, the bonus/recovered token included;
 - per-position acceptance[i] = P(draft i accepted | draft i was verified);
-- accepted-length histogram[n] = number of steps that accepted exactly n drafts.
+- accepted-length histogram[n] = number of steps that accepted exactly n drafts;
+- mean tree size = token-tree nodes verified per step (tree runs; None for chains).
+
+Every step is one target forward, so the mean accepted length is also the accepted tokens per
+target forward, for chains and trees alike. In a tree run the draft counts (drafted, acceptance
+rate, per position) follow each step's main line (docs/architecture.md §2, "Token trees").
 
 And the i.i.d. acceptance model the figures compare with: each draft accepted with
 probability a, independently, so a step emits E = (1 - a^(k+1)) / (1 - a) tokens on average.
@@ -44,6 +49,7 @@ class Summary:
     baseline: BaselineStats | None
     estimated_alpha: float | None    # mean over draft positions of sum_x min(p(x), q(x))
     cost_ratio: float | None         # draft time per drafted token / verify time per step (prefill step excluded)
+    mean_tree_nodes: float | None = None   # token-tree nodes verified per step; None for a chain run
 
     @property
     def speedup(self) -> float | None:
@@ -83,17 +89,31 @@ def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStat
         baseline=baseline,
         estimated_alpha=sum(overlaps) / len(overlaps) if overlaps else None,
         cost_ratio=cost_ratio(steps),
+        mean_tree_nodes=mean_tree_nodes(steps),
     )
+
+
+def mean_tree_nodes(steps: Sequence[StepRecord]) -> float | None:
+    """Tree nodes verified per step (the target forward's draft rows); None when no step drafted a tree."""
+    trees = [len(step.tree.nodes) for step in steps if step.tree is not None]
+    return sum(trees) / len(trees) if trees else None
 
 
 def cost_ratio(steps: Sequence[StepRecord]) -> float | None:
     """c = draft time per drafted token / verify time per step, over the steps after the first: the
     first step's forwards also prefill the prompt in both models, which is no part of a step's cost."""
+    costs = step_costs(steps)
+    return costs[0] / costs[1] if costs is not None else None
+
+
+def step_costs(steps: Sequence[StepRecord]) -> tuple[float, float] | None:
+    """(draft ms per drafted token, verify ms per step) over the steps after the first (see
+    cost_ratio); None when nothing was drafted or timed."""
     timed = steps[1:] if len(steps) > 1 else steps
     drafted = sum(step.k for step in timed)
     draft_ms = sum(step.timing.draft for step in timed)
     verify_ms = sum(step.timing.verify for step in timed)
-    return (draft_ms / drafted) / (verify_ms / len(timed)) if drafted and verify_ms > 0 else None
+    return (draft_ms / drafted, verify_ms / len(timed)) if drafted and verify_ms > 0 else None
 
 
 def expected_tokens_per_step(alpha: float, k: int) -> float:
@@ -103,9 +123,12 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
-    """(1 - a^(k+1)) / ((1 - a)(k c + 1)): Leviathan et al.'s walltime improvement factor."""
-    return expected_tokens_per_step(alpha, k) / (k * cost_ratio + 1.0)
+def expected_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float = 1.0) -> float:
+    """(1 - a^(k+1)) / ((1 - a)(k c + v)): Leviathan et al.'s walltime improvement factor, with c one
+    draft token's cost and v the verify forward's, both in units of one target decoding forward.
+    Leviathan et al. take v = 1 (verifying k + 1 tokens costs one forward, true on a GPU with room
+    to spare); on a CPU v grows with k, and the measured v gives the speedup to expect there."""
+    return expected_tokens_per_step(alpha, k) / (k * cost_ratio + verify_cost)
 
 
 # The i.i.d. acceptance model: each draft accepted with probability a, independently. The number

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 VERDICTS = ("accepted", "rejected", "unverified")
 EMIT_KINDS = ("accepted", "recovered", "bonus")
+TREE_VERDICTS = ("accepted", "rejected", "unreached")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,30 @@ class CacheLengths:
 
 
 @dataclass(frozen=True)
+class TreeNode:
+    """One candidate token of a drafted tree (docs/architecture.md §3, `tree`)."""
+
+    id: int                           # 0-based, in the order the verify forward fed the nodes
+    parent: int | None                # parent node id; None for the root's children (they follow the committed text)
+    depth: int                        # 1 for the root's children
+    token: Token
+    q: float | None                   # draft probability of this token after its ancestors
+    p: float                          # target probability of this token after its ancestors
+    verdict: str                      # TREE_VERDICTS: accepted | rejected | unreached
+    accept_prob: float | None = None  # the probability it was accepted with when tried (None: greedy or unreached)
+    draw: float | None = None         # the uniform draw compared with accept_prob (None: greedy or unreached)
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """The tree one step drafted and verified in one target forward; `path` lists the accepted
+    node ids root-first (len(path) == the step's num_accepted)."""
+
+    nodes: tuple[TreeNode, ...]
+    path: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class StepTiming:
     draft: float                      # milliseconds
     verify: float
@@ -99,6 +124,7 @@ class StepRecord:
     eos: bool
     residual: tuple[Alternative, ...] = ()   # top of norm(max(0, p - q)) at a sampled rejection
     overlap: tuple[float, ...] = ()          # sum_x min(p(x), q(x)) per draft position
+    tree: TreeRecord | None = None           # tree runs only; the chain fields above then describe its main line
 
     @property
     def num_emitted(self) -> int:

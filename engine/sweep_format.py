@@ -1,4 +1,4 @@
-"""The sweep format (`specviz.sweep/1`): one run, one k x temperature cell, the document and its CSV.
+"""The sweep format (`specviz.sweep/1`): one run, one k x temperature (x node budget) cell, the document and its CSV.
 
 Torch-free, so the UI and the command line share it: the runner
 (engine.decode.run_sweep) yields `RunResult`s, `aggregate` averages them into
@@ -43,6 +43,10 @@ class RunResult:
     estimated_alpha: float | None
     cost_ratio: float | None
     identical: bool
+    tree_nodes: int = 0                         # the node budget (0 = a chain): docs/architecture.md §2
+    draft_ms: float | None = None               # one drafted token (steps after the first)
+    verify_ms: float | None = None              # one verify forward of the step's k + 1 tokens
+    target_token_ms: float | None = None        # one target-only decoding forward (its prefill left out)
 
 
 @dataclass(frozen=True)
@@ -64,15 +68,20 @@ class SweepCell:
     cost_ratio: float | None                    # draft time per drafted token / verify time per step
     predicted_tokens_per_step: float | None
     predicted_speedup: float | None
+    tree_nodes: int = 0                         # the node budget (0 = a chain); the i.i.d. model is a chain's
+    # In units of one target-only decoding forward (None in sweeps recorded before they were):
+    draft_cost: float | None = None             # one drafted token
+    verify_cost: float | None = None            # the verify forward of k + 1 tokens (1 in Leviathan et al.'s model)
 
 
 def aggregate(results: Sequence[RunResult]) -> list[SweepCell]:
-    """One SweepCell per (k, temperature) present in results, sorted by temperature then k."""
-    groups: dict[tuple[float, int], list[RunResult]] = {}
+    """One SweepCell per (k, temperature, tree_nodes) present in results, sorted by temperature,
+    node budget, then k."""
+    groups: dict[tuple[float, int, int], list[RunResult]] = {}
     for result in results:
-        groups.setdefault((result.temperature, result.k), []).append(result)
+        groups.setdefault((result.temperature, result.tree_nodes, result.k), []).append(result)
     cells = []
-    for (temperature, k), runs in sorted(groups.items()):
+    for (temperature, tree_nodes, k), runs in sorted(groups.items()):
         width = max(len(r.per_position_acceptance) for r in runs)
         positions = tuple(_mean([r.per_position_acceptance[i] if i < len(r.per_position_acceptance) else None
                                  for r in runs]) for i in range(width))
@@ -89,7 +98,9 @@ def aggregate(results: Sequence[RunResult]) -> list[SweepCell]:
             target_forwards_per_token=statistics.fmean(r.target_forwards_per_token for r in runs),
             wall_s=sum(r.wall_s for r in runs), estimated_alpha=alpha, cost_ratio=cost,
             predicted_tokens_per_step=expected_tokens_per_step(alpha, k) if alpha is not None else None,
-            predicted_speedup=expected_speedup(alpha, k, cost) if alpha is not None and cost is not None else None))
+            predicted_speedup=expected_speedup(alpha, k, cost) if alpha is not None and cost is not None else None,
+            draft_cost=_mean([_ratio(r.draft_ms, r.target_token_ms) for r in runs]),
+            verify_cost=_mean([_ratio(r.verify_ms, r.target_token_ms) for r in runs]), tree_nodes=tree_nodes))
     return cells
 
 
@@ -117,6 +128,10 @@ def _json_row(row: RunResult | SweepCell) -> dict[str, Any]:
     values = asdict(row)
     values["per_position_acceptance"] = list(row.per_position_acceptance)
     return values
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

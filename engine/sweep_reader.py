@@ -17,7 +17,23 @@ from engine.json_document import parse_json
 from engine.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv
 
 OPTIONAL = {"acceptance_rate", "mean_accepted_length", "estimated_alpha", "cost_ratio",
-            "predicted_tokens_per_step", "predicted_speedup"}
+            "predicted_tokens_per_step", "predicted_speedup", "draft_cost", "verify_cost"}
+LATER = {field.name for field in fields(SweepCell) if field.default is None}   # absent from older files
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run of the sweep (one prompt and seed at one cell): the spread behind a cell's mean."""
+
+    k: int
+    temperature: float
+    prompt_index: int
+    seed: int
+    mean_accepted_length: float | None          # tokens per step, bonus included
+    speedup: float | None                       # this run's tokens/s over its target-only baseline's
+    tree_nodes: int = 0                         # the node budget (0 = a chain; absent in older files)
+    tokens_per_s: float | None = None
+    verify_cost: float | None = None            # verify_ms / target_token_ms (None where not recorded)
 
 
 @dataclass(frozen=True)
@@ -25,7 +41,8 @@ class TheoryFit:
     """The i.i.d. model's parameters at one temperature: means over that temperature's cells."""
 
     alpha: float
-    cost_ratio: float | None
+    cost_ratio: float | None                    # draft token / verify forward (older sweeps' only cost)
+    draft_cost: float | None = None             # draft token / one target decoding forward
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,13 @@ class SweepTable:
     cells: tuple[SweepCell, ...]
     meta: dict[str, Any]
     document: dict[str, Any]                    # the whole document, runs included
+    runs: tuple[RunPoint, ...] = ()             # every run behind the cells (none in a document without runs)
+
+    def runs_at(self, k: int, temperature: float, tree_nodes: int = 0) -> list[RunPoint]:
+        """The runs averaged into the cell (k, temperature, tree_nodes), by prompt then seed."""
+        return sorted((r for r in self.runs if r.k == k and r.temperature == temperature
+                       and r.tree_nodes == tree_nodes),
+                      key=lambda r: (r.prompt_index, r.seed))
 
     @property
     def ks(self) -> list[int]:
@@ -48,12 +72,19 @@ class SweepTable:
     def num_runs(self) -> int:
         return sum(cell.runs for cell in self.cells)
 
-    def cell(self, k: int, temperature: float) -> SweepCell | None:
-        return next((c for c in self.cells if c.k == k and c.temperature == temperature), None)
+    @property
+    def tree_budgets(self) -> list[int]:
+        """The node budgets swept (0 = chains); [0] for a sweep of chains only."""
+        return sorted({cell.tree_nodes for cell in self.cells})
 
-    def at(self, temperature: float) -> list[SweepCell]:
-        """The cells at one temperature, by k."""
-        return sorted((c for c in self.cells if c.temperature == temperature), key=lambda c: c.k)
+    def cell(self, k: int, temperature: float, tree_nodes: int = 0) -> SweepCell | None:
+        return next((c for c in self.cells if c.k == k and c.temperature == temperature
+                     and c.tree_nodes == tree_nodes), None)
+
+    def at(self, temperature: float, tree_nodes: int = 0) -> list[SweepCell]:
+        """The cells at one temperature and node budget (0: the chains), by k."""
+        return sorted((c for c in self.cells if c.temperature == temperature and c.tree_nodes == tree_nodes),
+                      key=lambda c: c.k)
 
     def best_k(self, temperature: float) -> int | None:
         """The k with the highest measured speedup at `temperature` (the smaller k on a tie)."""
@@ -65,9 +96,11 @@ class SweepTable:
         cells = self.at(temperature)
         alphas = [c.estimated_alpha for c in cells if c.estimated_alpha is not None]
         costs = [c.cost_ratio for c in cells if c.cost_ratio is not None]
+        drafts = [c.draft_cost for c in cells if c.draft_cost is not None]
         if not alphas:
             return None
-        return TheoryFit(statistics.fmean(alphas), statistics.fmean(costs) if costs else None)
+        return TheoryFit(statistics.fmean(alphas), statistics.fmean(costs) if costs else None,
+                         statistics.fmean(drafts) if drafts else None)
 
     def to_json(self) -> str:
         return json.dumps(self.document, indent=1)
@@ -93,10 +126,13 @@ class SweepTable:
         if not isinstance(items, list):
             raise SweepFormatError("cells: expected a list")
         cells = tuple(_parse_cell(item, f"cells[{i}]") for i, item in enumerate(items))
-        seen = {(c.k, c.temperature) for c in cells}
+        seen = {(c.k, c.temperature, c.tree_nodes) for c in cells}
         if len(seen) != len(cells):
-            raise SweepFormatError("cells: the same (k, temperature) appears twice")
-        return cls(cells, meta, data)
+            raise SweepFormatError("cells: the same (k, temperature, tree_nodes) appears twice")
+        items = data.get("runs", [])
+        if not isinstance(items, list):
+            raise SweepFormatError("runs: expected a list")
+        return cls(cells, meta, data, tuple(_parse_run(item, f"runs[{i}]") for i, item in enumerate(items)))
 
     @classmethod
     def load(cls, path: str | Path) -> "SweepTable":
@@ -109,7 +145,12 @@ def _parse_cell(item: Any, where: str) -> SweepCell:
     values: dict[str, Any] = {}
     for field in fields(SweepCell):
         name = field.name
+        if name == "tree_nodes":
+            values[name] = _tree_nodes(item, where)
+            continue
         if name not in item:
+            if name in LATER:
+                continue
             raise SweepFormatError(f"{where}.{name}: missing")
         value = item[name]
         if name == "per_position_acceptance":
@@ -125,6 +166,38 @@ def _parse_cell(item: Any, where: str) -> SweepCell:
     if values["temperature"] < 0:
         raise SweepFormatError(f"{where}.temperature: must be >= 0, got {values['temperature']!r}")
     return SweepCell(**values)
+
+
+def _parse_run(item: Any, where: str) -> RunPoint:
+    """A run's identity and the values the Explore tab spreads out; its other fields stay in the document."""
+    if not isinstance(item, dict):
+        raise SweepFormatError(f"{where}: expected an object")
+    whole = {"tree_nodes": _tree_nodes(item, where)}
+    for name in ("k", "prompt_index", "seed"):
+        value = item.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "k" else 0):
+            raise SweepFormatError(f"{where}.{name}: expected a whole number >= {1 if name == 'k' else 0}, "
+                                   f"got {value!r}")
+        whole[name] = value
+    if "temperature" not in item:
+        raise SweepFormatError(f"{where}.temperature: missing")
+    rates = {name: _number(item.get(name), f"{where}.{name}", optional=True)
+             for name in ("tokens_per_s", "baseline_tokens_per_s", "mean_accepted_length", "verify_ms",
+                          "target_token_ms")}
+    speed, baseline = rates["tokens_per_s"], rates["baseline_tokens_per_s"]
+    verify, one_token = rates["verify_ms"], rates["target_token_ms"]
+    return RunPoint(temperature=_number(item["temperature"], f"{where}.temperature", optional=False), **whole,
+                    mean_accepted_length=rates["mean_accepted_length"],
+                    speedup=speed / baseline if speed is not None and baseline else None, tokens_per_s=speed,
+                    verify_cost=verify / one_token if verify is not None and one_token else None)
+
+
+def _tree_nodes(item: dict[str, Any], where: str) -> int:
+    """The node budget of a cell or run: 0 (a chain) where absent, as in sweeps from before token trees."""
+    value = item.get("tree_nodes", 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SweepFormatError(f"{where}.tree_nodes: expected a whole number >= 0, got {value!r}")
+    return value
 
 
 def _number(value: Any, where: str, optional: bool) -> float | None:

@@ -4,6 +4,7 @@
 reads it back strictly through engine/trace_reader.py (a hand-edited or truncated file gets
 one clear TraceFormatError, never a KeyError), so recorded traces replay without a model;
 `first_steps` cuts a trace as it stood after n steps, for replays.
+A tree run's steps add `tree` (engine/trace_tree.py reads it); a chain's steps have none.
 Files in `specviz.trace/1` still load: their KV `cutoff` is read as given and their
 `stale` is unknown (None); such a trace is written back as /1.
 """
@@ -107,6 +108,8 @@ def _step_to_dict(step: StepRecord) -> dict[str, Any]:
     data = _plain(step)
     data["kv"] = {"target": data.pop("kv_target"), "draft": data.pop("kv_draft")}
     data["timing_ms"] = data.pop("timing")
+    if data["tree"] is None:        # chains record no tree: their steps read as before trees existed
+        del data["tree"]
     return data
 
 

@@ -1,7 +1,8 @@
 """The strict reader of `specviz.trace/2` (and /1) documents: `parse_trace(data) -> Trace`.
 
 Every field is read through engine/trace_fields.py (type, range, path in the message); then
-each step is checked on its own (k, verdict order, emitted kinds), the steps together (indexes,
+each step is checked on its own (k, verdict order, emitted kinds; a tree step's tree,
+engine/trace_tree.py), the steps together (indexes,
 context lengths, EOS last, output = emitted tokens, summary counts) and each cache's lengths
 (a step starts where the last one ended; in /2 the cutoff is what was removed and stale only
 grows). A document either passes all of it or raises one TraceFormatError.
@@ -17,6 +18,7 @@ from engine.metrics import BaselineStats
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
                             Token)
 from engine.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
+from engine.trace_tree import check_tree, parse_tree
 from engine.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, EMIT_KIND, PROBABILITY, PROBABILITY_OR_NULL, VERDICT, WHOLE,
                                  FieldReader)
 
@@ -88,6 +90,7 @@ def _parse_step(r: FieldReader) -> StepRecord:
         eos=r.bool("eos", False),
         residual=tuple(Alternative(a.int("id"), a.str("text"), a.prob("prob")) for a in r.items("residual", optional=True)),
         overlap=r.values("overlap", PROBABILITY, optional=True) or (),
+        tree=parse_tree(r.obj("tree", optional=True)),
     )
     _check_step(step, r.where)
     return step
@@ -174,6 +177,7 @@ def _check_consistency(trace: Trace, stored: FieldReader) -> None:
                                    f"before it), got {step.context_len}")
         if step.eos and position < len(trace.steps) - 1:
             raise TraceFormatError(f"{where}.eos is true, but steps follow it")
+        check_tree(step, trace.config, where)
         committed += step.num_emitted
     emitted_ids = tuple(token.id for step in trace.steps for token in step.emitted)
     if emitted_ids != trace.output.token_ids:

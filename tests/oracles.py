@@ -53,11 +53,14 @@ class LawCase:
     max_new_tokens: int
     runs: int
     prompt: str = "abba ab"
+    tree_nodes: int = 0            # > 0: a token tree of this budget, depth k
+    tree_branch: int = 3
 
     @property
     def config(self) -> SpecConfig:
         return SpecConfig(k=self.k, temperature=self.temperature, top_p=self.top_p,
-                          max_new_tokens=self.max_new_tokens, drafter=self.drafter, raw=True)
+                          max_new_tokens=self.max_new_tokens, drafter=self.drafter, raw=True,
+                          tree_nodes=self.tree_nodes, tree_branch=self.tree_branch)
 
     @property
     def has_full_carryover(self) -> bool:
@@ -65,7 +68,8 @@ class LawCase:
         return self.drafter == "model" and self.max_new_tokens >= self.k + 3
 
     def __str__(self) -> str:
-        return f"{self.drafter}-k{self.k}-T{self.temperature}-p{self.top_p}-first{self.num_tokens}"
+        tree = f"-tree{self.tree_nodes}x{self.tree_branch}" if self.tree_nodes else ""
+        return f"{self.drafter}-k{self.k}{tree}-T{self.temperature}-p{self.top_p}-first{self.num_tokens}"
 
 
 LAW_TEMPERATURE = 0.7         # with law_pair(): the largest effect of each planted bug found
@@ -77,6 +81,14 @@ LAW_CASES = (
     LawCase("model", k=2, temperature=LAW_TEMPERATURE, top_p=1.0, num_tokens=4, max_new_tokens=5, runs=LAW_RUNS),
     LawCase("model", k=3, temperature=LAW_TEMPERATURE, top_p=0.9, num_tokens=4, max_new_tokens=4, runs=LAW_RUNS),
     LawCase("ngram", k=3, temperature=LAW_TEMPERATURE, top_p=1.0, num_tokens=4, max_new_tokens=4, runs=LAW_RUNS),
+)
+# Token trees: the first 3 tokens, over steps that accept a second or third child, reject every
+# child of a node (the token then comes from what is left of p), end at a leaf (bonus).
+TREE_LAW_CASES = (
+    LawCase("model", k=3, temperature=LAW_TEMPERATURE, top_p=1.0, num_tokens=3, max_new_tokens=4, runs=LAW_RUNS,
+            tree_nodes=6, tree_branch=2),
+    LawCase("model", k=2, temperature=LAW_TEMPERATURE, top_p=0.9, num_tokens=3, max_new_tokens=4, runs=LAW_RUNS,
+            tree_nodes=8, tree_branch=3),
 )
 
 
@@ -90,10 +102,20 @@ class Exercised:
     late_rejections: int = 0        # rejections at draft position >= 1: residual rows past the first
     bonus_tokens: int = 0           # every draft accepted, a token sampled from p_{k+1}
     full_carryovers: int = 0        # d_k and the bonus fed to the draft model together
+    later_children: int = 0         # tree nodes accepted after an earlier sibling was rejected
+    all_rejected: int = 0           # tree steps that rejected two or more children where the walk stopped
 
     def add(self, trace: Trace) -> Exercised:
         steps = trace.steps
+        trees = [s.tree for s in steps if s.tree is not None]
         return Exercised(
+            later_children=self.later_children + sum(
+                1 for tree in trees for node in tree.nodes if node.verdict == "accepted" and any(
+                    other.parent == node.parent and other.id < node.id and other.verdict == "rejected"
+                    for other in tree.nodes)),
+            all_rejected=self.all_rejected + sum(
+                sum(node.parent == (tree.path[-1] if tree.path else None) for node in tree.nodes) >= 2
+                for tree in trees),
             drafted=self.drafted + sum(s.k for s in steps),
             accepted=self.accepted + sum(s.num_accepted for s in steps),
             multi_step_runs=self.multi_step_runs + (len(steps) > 1),

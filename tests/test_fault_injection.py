@@ -16,15 +16,19 @@ import torch
 
 import engine.decode.drafters
 import engine.decode.generation
+import engine.decode.tree.accept
+import engine.decode.tree.step
 import engine.decode.verify
 from engine.config import SpecConfig
 from engine.decode.drafters import ModelDrafter, Proposal
 from engine.decode.speculative import SpeculativeEngine
 from engine.decode.generation import Generation
 from engine.decode.kv import KVCache
+from engine.decode.tree.mask import tree_positions
+from engine.decode.tree.shape import DraftTree
 from engine.loading.tiny import build_tiny_pair
 from engine.decode.verify import Acceptance, accept_greedy, residual_distribution
-from oracles import (CACHE_PROMPT, GREEDY_PROMPTS, LAW_CASES, assert_caches_match_prefill_every_step,
+from oracles import (CACHE_PROMPT, GREEDY_PROMPTS, LAW_CASES, TREE_LAW_CASES, assert_caches_match_prefill_every_step,
                      assert_follows_target_law, assert_identical_to_target_only, law_pair)
 
 K2_OVER_5, K3, NGRAM = LAW_CASES
@@ -48,6 +52,19 @@ def cache_oracle() -> None:
     """test_caches_equal_a_fresh_prefill_after_every_step at k = 3, sampling (its pair is seed 3)."""
     assert_caches_match_prefill_every_step(SpeculativeEngine(build_tiny_pair(seed=3)), CACHE_PROMPT,
                                            SpecConfig(k=3, temperature=1.0, max_new_tokens=30, seed=2))
+
+
+def tree_greedy_oracle() -> None:
+    """test_tree_matches_target_only at 16 nodes, branch 3, depth 5 (its pair is seed 0)."""
+    engine = SpeculativeEngine(build_tiny_pair(seed=0))
+    for prompt in GREEDY_PROMPTS:
+        assert_identical_to_target_only(engine, prompt, SpecConfig(k=5, tree_nodes=16, tree_branch=3, max_new_tokens=24))
+
+
+def tree_cache_oracle() -> None:
+    """test_tree_caches_equal_a_fresh_prefill_after_every_step at 6 nodes, branch 2, greedy."""
+    assert_caches_match_prefill_every_step(SpeculativeEngine(build_tiny_pair(seed=3, draft_noise=0.05)), CACHE_PROMPT,
+                                           SpecConfig(k=4, tree_nodes=6, tree_branch=2, max_new_tokens=30, seed=2))
 
 
 # -- the bugs ------------------------------------------------------------------------------------
@@ -134,6 +151,46 @@ def greedy_compares_with_the_draft_argmax(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(Generation, "_accept", planted)
 
 
+def tree_node_sees_a_non_ancestor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verify mask is causal over the nodes: each node also sees earlier siblings and cousins."""
+    monkeypatch.setattr(DraftTree, "ancestry", lambda self: torch.ones(self.size, self.size, dtype=torch.bool).tril())
+
+
+def tree_positions_of_a_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each node at the next free position (its index in the forward), not context_len + depth - 1."""
+    def planted(start: int, num_pending: int, depths: list[int], device: torch.device) -> torch.Tensor:
+        return tree_positions(start, num_pending + len(depths), [], device)
+    monkeypatch.setattr(engine.decode.tree.step, "tree_positions", planted)
+
+
+def tree_gathers_the_first_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache keeps the first len(path) node rows (a chain's cutoff) instead of the path's rows."""
+    gather = KVCache.gather
+    monkeypatch.setattr(KVCache, "gather", lambda self, start, kept: gather(self, start, list(range(len(kept)))))
+
+
+def tree_rejection_keeps_the_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rejected candidate stays in p: the next trial and the final draw can pick it again."""
+    monkeypatch.setattr(engine.decode.tree.accept, "residual_distribution",
+                        lambda target_row, draft_row, draft_id: target_row)
+
+
+def tree_accepts_with_p_over_q(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top-b candidate treated as if drawn from q: accepted with min(1, p/q) instead of p."""
+    walk = engine.decode.tree.accept.walk_sampling
+    step_walk = engine.decode.tree.step.TreeStep._walk
+
+    def planted(tree, logits, target_probs, generation):
+        if generation.params.is_greedy:
+            return step_walk(tree, logits, target_probs, generation)
+        scaled = target_probs.clone()
+        for node, parent in enumerate(tree.parents):      # p / q at each candidate, so p(x) -> p(x) / q(x)
+            row = scaled[parent + 1]
+            row[tree.tokens[node]] = min(1.0, float(row[tree.tokens[node]]) / tree.q[node])
+        return walk(tree.children(), tree.tokens, scaled, generation.generator)
+    monkeypatch.setattr(engine.decode.tree.step.TreeStep, "_walk", staticmethod(planted))
+
+
 BUGS = [
     pytest.param(residual_from_the_previous_row, law_oracle(K2_OVER_5), id="residual-from-the-wrong-row"),
     pytest.param(residual_is_the_target_row, law_oracle(K3), id="residual-is-p"),
@@ -144,6 +201,12 @@ BUGS = [
     pytest.param(target_cut_one_short, cache_oracle, id="target-cut-off-by-one"),
     pytest.param(draft_cut_one_more, cache_oracle, id="draft-cut-off-by-one"),
     pytest.param(greedy_compares_with_the_draft_argmax, greedy_oracle, id="greedy-compares-with-the-draft-argmax"),
+    pytest.param(tree_node_sees_a_non_ancestor, tree_cache_oracle, id="tree-node-sees-a-non-ancestor"),
+    pytest.param(tree_node_sees_a_non_ancestor, tree_greedy_oracle, id="tree-node-sees-a-non-ancestor-greedy"),
+    pytest.param(tree_positions_of_a_chain, tree_cache_oracle, id="tree-wrong-position-ids"),
+    pytest.param(tree_gathers_the_first_rows, tree_cache_oracle, id="tree-gathers-the-wrong-rows"),
+    pytest.param(tree_rejection_keeps_the_candidate, law_oracle(TREE_LAW_CASES[0]), id="tree-rejection-keeps-the-candidate"),
+    pytest.param(tree_accepts_with_p_over_q, law_oracle(TREE_LAW_CASES[0]), id="tree-accepts-with-p-over-q"),
 ]
 
 

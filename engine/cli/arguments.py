@@ -34,7 +34,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def add_generation_options(parser: argparse.ArgumentParser) -> None:
     defaults = SpecConfig()
-    parser.add_argument("--k", type=int, default=defaults.k, help="draft tokens per step (1-32)")
+    parser.add_argument("--k", type=int, default=defaults.k, help="draft tokens per step (1-32); a tree's depth limit")
+    parser.add_argument("--tree-nodes", type=int, default=defaults.tree_nodes, metavar="N",
+                        help="draft a token tree of up to N nodes per step, verified in one target forward (0 = a chain)")
+    parser.add_argument("--tree-branch", type=int, default=defaults.tree_branch, metavar="B",
+                        help="a tree node's most children: the draft's B most probable next tokens")
     parser.add_argument("--adaptive-k", action="store_true", help="choose each step's k in [1, 2k] from measured acceptance and costs")
     parser.add_argument("--confidence-threshold", type=float, default=0.0,
                         help="stop drafting when the draft's probability falls below this")
@@ -59,7 +63,8 @@ def config_from_args(args: argparse.Namespace, drafter: str) -> SpecConfig:
                       adaptive_k=args.adaptive_k, confidence_threshold=args.confidence_threshold,
                       ngram_min=args.ngram_min, ngram_max=args.ngram_max, raw=args.raw,
                       carryover=not args.no_carryover, cutoff_mode=args.cutoff_mode,
-                      draft_temperature=args.draft_temperature)
+                      draft_temperature=args.draft_temperature, tree_nodes=args.tree_nodes,
+                      tree_branch=args.tree_branch)
 
 
 def load_pair_from_args(args: argparse.Namespace) -> ModelPair:

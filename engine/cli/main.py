@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--prompts", type=Path, help="JSON list of prompts or text file with one per line "
                        "(default: the bundled example prompts)")
     sweep.add_argument("--seeds", default="0", help="comma-separated seeds")
+    sweep.add_argument("--tree-budgets", default="", metavar="LIST",
+                       help="comma-separated token-tree node budgets, 0 = a chain (default: --tree-nodes)")
     sweep.add_argument("--out", type=Path, default=Path("sweep"), help="output path stem: writes STEM.csv and STEM.json")
     sweep.set_defaults(handler=command_sweep)
     return parser
@@ -73,7 +75,8 @@ def command_run(args: argparse.Namespace) -> int:
     while not generation.is_done:
         step = generation.step()
         if args.show_steps:
-            print(f"step {step.index:3d}: k={step.k} accepted={step.num_accepted} "
+            tree = f" tree={len(step.tree.nodes)} nodes" if step.tree is not None else ""
+            print(f"step {step.index:3d}: k={step.k}{tree} accepted={step.num_accepted} "
                   f"emitted={''.join(t.text for t in step.emitted)!r}", file=sys.stderr)
     trace = generation.trace()
     if args.baseline:

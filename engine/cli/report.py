@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.config import SpecConfig
 from engine.trace import Trace
 
 
@@ -15,20 +16,32 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _shape(config: SpecConfig) -> str:
+    """What each step drafts: a chain of k (adaptive or not) or a tree."""
+    if config.is_tree:
+        return f"token tree of up to {config.tree_nodes} nodes, branch {config.tree_branch}, depth k={config.k}"
+    return f"k={config.k}{' adaptive' if config.adaptive_k else ''}"
+
+
 def format_summary(trace: Trace, out_path: Path | None = None) -> str:
     config, summary = trace.config, trace.summary
     mode = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, top-p {config.top_p:g}, top-k {config.top_k}"
     lines = [
         f"pair         {config.draft} -> {config.target} ({config.drafter} drafter, {config.device}, "
         f"draft {config.draft_dtype or '-'}, target {config.target_dtype})",
-        f"settings     k={config.k}{' adaptive' if config.adaptive_k else ''}, {mode}, seed {config.seed}",
+        f"settings     {_shape(config)}, {mode}, seed {config.seed}",
         f"tokens       {summary.new_tokens} new tokens in {summary.steps} steps "
         f"({summary.target_forwards} target forwards{', stopped at EOS' if trace.steps and trace.steps[-1].eos else ''})",
         f"acceptance   {_pct(summary.acceptance_rate)} of {summary.drafted} drafted tokens accepted",
-        f"mean length  {_num(summary.mean_accepted_length)} tokens per step (bonus/recovered token included)",
-        "per position " + " ".join(_pct(value) for value in summary.per_position_acceptance),
+        f"mean length  {_num(summary.mean_accepted_length)} tokens per step = per target forward "
+        "(bonus/recovered token included)",
+        "per position " + " ".join(_pct(value) for value in summary.per_position_acceptance)
+        + (" (along each step's main line)" if config.is_tree else ""),
         f"speed        {_num(summary.tokens_per_s, 1)} tok/s over {summary.wall_s:.2f} s",
     ]
+    if summary.mean_tree_nodes is not None:
+        lines.insert(5, f"tree size    {summary.mean_tree_nodes:.1f} nodes verified per target forward (budget "
+                        f"{config.tree_nodes}, up to {config.tree_branch} children per node, depth <= {config.k})")
     if summary.baseline is not None:
         baseline = summary.baseline
         lines += [f"baseline     target-only {baseline.tokens_per_s:.1f} tok/s; speedup {_num(summary.speedup)}x",

@@ -51,30 +51,35 @@ def write_sweep(out: Path, results: Sequence[RunResult], meta: dict[str, Any]) -
 
 
 def command_sweep(args: argparse.Namespace) -> int:
+    from engine.cli.machine import describe_machine
     from engine.decode.run_sweep import run_sweep
     from engine.decode.speculative import SpeculativeEngine
     ks = parse_list(args.ks, int, "ks")
     temperatures = parse_list(args.temperatures, float, "temperatures")
     seeds = parse_list(args.seeds, int, "seeds")
+    budgets = parse_list(args.tree_budgets, int, "tree-budgets") if args.tree_budgets else [args.tree_nodes]
     prompts = read_prompts(args.prompts)
     if not args.out.resolve().parent.is_dir():
         raise ConfigError(f"cannot write {args.out}: its folder does not exist")
     for k in ks:
         for temperature in temperatures:
-            config_from_args(args, args.drafter or MODEL_DRAFTER).replace(k=k, temperature=temperature)
+            for tree_nodes in budgets:
+                config_from_args(args, args.drafter or MODEL_DRAFTER).replace(k=k, temperature=temperature,
+                                                                              tree_nodes=tree_nodes)
     pair = load_pair_from_args(args)
     base = config_from_args(args, args.drafter or pair.default_drafter)
     engine = SpeculativeEngine(pair)
-    meta = {"preset": args.preset, "draft": pair.draft_name, "target": pair.target_name, "prompts": prompts,
-            "ks": ks, "temperatures": temperatures, "seeds": seeds, "max_new_tokens": base.max_new_tokens,
+    meta = {"preset": args.preset, "machine": describe_machine(), "draft": pair.draft_name, "target": pair.target_name, "prompts": prompts,
+            "ks": ks, "temperatures": temperatures, "seeds": seeds, "tree_budgets": budgets, "max_new_tokens": base.max_new_tokens,
             "drafter": base.drafter, "draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype}
     results = []
     try:
-        for progress in run_sweep(engine, prompts, ks, temperatures, seeds, base):
+        for progress in run_sweep(engine, prompts, ks, temperatures, seeds, base, budgets):
             results = progress.results
             write_sweep(args.out, results, meta)      # after every run: a killed sweep keeps what it finished
             last = progress.last
-            print(f"[{progress.done}/{progress.total}] k={last.k} T={last.temperature:g} prompt {last.prompt_index} "
+            tree = f" tree {last.tree_nodes}" if last.tree_nodes else ""
+            print(f"[{progress.done}/{progress.total}] k={last.k}{tree} T={last.temperature:g} prompt {last.prompt_index} "
                   f"seed {last.seed}: acceptance {last.acceptance_rate if last.acceptance_rate is not None else float('nan'):.2f}, "
                   f"{last.tokens_per_s:.1f} tok/s (target-only {last.baseline_tokens_per_s:.1f}); "
                   f"about {progress.eta_s:.0f} s left", file=sys.stderr)
@@ -82,7 +87,8 @@ def command_sweep(args: argparse.Namespace) -> int:
         print(f"cancelled: keeping {len(results)} finished runs", file=sys.stderr)
     write_sweep(args.out, results, meta)
     for cell in aggregate(results):
-        print(f"k={cell.k:2d} T={cell.temperature:4.2f}  acceptance {cell.acceptance_rate or 0:.2f}  "
+        tree = f" tree {cell.tree_nodes:2d}" if cell.tree_nodes else ""
+        print(f"k={cell.k:2d}{tree} T={cell.temperature:4.2f}  acceptance {cell.acceptance_rate or 0:.2f}  "
               f"tokens/step {cell.mean_accepted_length or 0:.2f}  speedup {cell.speedup:.2f}x")
     print(f"wrote {args.out.with_suffix('.csv')} and {args.out.with_suffix('.json')}")
     return 0

@@ -7,6 +7,7 @@ any two steps with a valid partial trace in hand.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -15,10 +16,12 @@ import torch
 from engine.config import MAX_K, NGRAM_DRAFTER, SpecConfig
 from engine.decode.adaptive import AdaptiveDraftLength
 from engine.decode.drafters import Drafter, ModelDrafter, NgramDrafter, Proposal
-from engine.decode.kv import KVCache
+from engine.decode.kv import KVCache, wait_for
 from engine.decode.pair import ModelPair
 from engine.decode.recorder import StepData, StepRecorder
 from engine.decode.sampling import SamplingParams, to_probs
+from engine.decode.tree.draft import TreeDrafter
+from engine.decode.tree.step import TreeStep
 from engine.decode.verify import Acceptance, accept_greedy, accept_sampling
 from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
 from engine.trace import TextTokens, Trace
@@ -48,6 +51,7 @@ class Generation:
         self.params = SamplingParams(config.temperature, config.top_k, config.top_p)
         self.generator = torch.Generator(device=pair.device).manual_seed(config.seed)
         self.target = KVCache(pair.target, pair.vocab_size)
+        self.tree = TreeStep() if config.is_tree else None      # token trees: engine/decode/tree/
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
         self.records: list[StepRecord] = []
@@ -67,25 +71,30 @@ class Generation:
             raise RuntimeError("generation already finished")
         started = time.perf_counter()
         with torch.inference_mode():
-            context_len = len(self.committed)
-            proposal = self.drafter.propose(self.committed, self._draft_length())            # 1. draft
-            verification = self._verify(proposal)                                            # 2. verify
-            acceptance = self._accept(proposal, verification.logits, verification.probs)     # 3. accept
-            kept = self._kept_run(proposal, acceptance)
-            kv_target, kv_draft = self._cutoff(proposal, kept, verification)                 # 4. cutoff
-            emitted, eos = self._emit(kept)                                                  # 5. emit
-            if self.adaptive is not None:
-                self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
-                                      verification.elapsed_ms, verification.rows, timed=bool(self.records))
-            total_ms = (time.perf_counter() - started) * 1000
-            record = self.recorder.record(StepData(
-                index=len(self.records), context_len=context_len, proposal=proposal,
-                target_probs=verification.probs, acceptance=acceptance, emitted=emitted, kv_target=kv_target,
-                kv_draft=kv_draft, timing=StepTiming(proposal.elapsed_ms, verification.elapsed_ms, total_ms),
-                eos=eos, is_greedy=self.params.is_greedy))
+            data = self.tree.run(self) if self.tree is not None else self._chain_step()
+            data.timing = dataclasses.replace(data.timing, total=(time.perf_counter() - started) * 1000)
+            record = self.recorder.record(data)
         self.elapsed_s += time.perf_counter() - started
         self.records.append(record)
         return record
+
+    def _chain_step(self) -> StepData:
+        """A chain step: the five phases of docs/architecture.md §2 (a tree step: tree/step.py)."""
+        context_len = len(self.committed)
+        proposal = self.drafter.propose(self.committed, self.draft_length())             # 1. draft
+        verification = self._verify(proposal)                                            # 2. verify
+        acceptance = self._accept(proposal, verification.logits, verification.probs)     # 3. accept
+        kept = self.kept_run(proposal.token_ids[:acceptance.num_accepted], acceptance.next_token, acceptance.next_kind)
+        kv_target, kv_draft = self._cutoff(proposal, kept, verification)                 # 4. cutoff
+        emitted, eos = self.emit(kept)                                                   # 5. emit
+        if self.adaptive is not None:
+            self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
+                                  verification.elapsed_ms, verification.rows, timed=bool(self.records))
+        return StepData(
+            index=len(self.records), context_len=context_len, proposal=proposal,
+            target_probs=verification.probs, acceptance=acceptance, emitted=emitted, kv_target=kv_target,
+            kv_draft=kv_draft, timing=StepTiming(proposal.elapsed_ms, verification.elapsed_ms, 0.0),
+            eos=eos, is_greedy=self.params.is_greedy)
 
     def trace(self) -> Trace:
         """A valid trace of everything so far (complete=False until generation ends)."""
@@ -102,14 +111,17 @@ class Generation:
             return NgramDrafter(config.ngram_min, config.ngram_max)
         if self.pair.draft is None:
             raise ValueError(f"the {self.pair.target_name} pair has no draft model; use the n-gram drafter")
+        if config.is_tree:
+            return TreeDrafter(self.pair.draft, self.pair.vocab_size, self.params, len(self.prompt.token_ids),
+                               config.tree_branch)
         draft_params = self.params
         if config.draft_temperature >= 0:    # lab: sampled drafting, greedy verification
             draft_params = SamplingParams(config.draft_temperature, config.top_k, config.top_p)
         return ModelDrafter(self.pair.draft, self.pair.vocab_size, draft_params, self.generator, len(self.prompt.token_ids),
                             config.confidence_threshold, config.carryover, config.cutoff_mode)
 
-    def _draft_length(self) -> int:
-        """The k for this step: adaptive or fixed, never past the token budget or the context."""
+    def draft_length(self) -> int:
+        """The k (a tree's depth limit) for this step: adaptive or fixed, never past the token budget or the context."""
         remaining = self.config.max_new_tokens - self.num_new_tokens
         room = self.pair.max_context - len(self.committed) - 1
         k = self.adaptive.k if self.adaptive is not None else self.config.k
@@ -123,10 +135,7 @@ class Generation:
         result = self.target.forward(pending + proposal.token_ids, num_logits=k + 1)
         self.target.commit(len(pending))
         target_probs = to_probs(result.logits, self.params)                             # (k+1, V)
-        if target_probs.device.type == "cuda":      # kernels run asynchronously: time the work, not the launch
-            torch.cuda.synchronize(target_probs.device)
-        elif target_probs.device.type == "mps":
-            torch.mps.synchronize()
+        wait_for(target_probs)
         return Verification(result.logits, target_probs, len(pending) + k, result.length_before,
                             result.length_after, (time.perf_counter() - started) * 1000)
 
@@ -145,7 +154,7 @@ class Generation:
         return (self.target.lengths(verification.cache_before, verification.cache_after_forward, removed),
                 self.drafter.on_verified(proposal, num_kept))
 
-    def _emit(self, kept: list[tuple[int, str]]) -> tuple[list[EmittedToken], bool]:
+    def emit(self, kept: list[tuple[int, str]]) -> tuple[list[EmittedToken], bool]:
         """Append the step's run: accepted + 1 tokens, fewer at an EOS or the token budget."""
         emitted = [EmittedToken(token, self.pair.token_text(token) if self.recorder.detailed else "", kind)
                    for token, kind in kept]
@@ -154,11 +163,11 @@ class Generation:
         self.is_done = eos or self.num_new_tokens >= self.config.max_new_tokens
         return emitted, eos
 
-    def _kept_run(self, proposal: Proposal, acceptance: Acceptance) -> list[tuple[int, str]]:
+    def kept_run(self, accepted: list[int], next_token: int, next_kind: str) -> list[tuple[int, str]]:
         """(token, kind) of what this step commits: the accepted drafts and the next token, ending
         at the first EOS (inclusive) or at the token budget; drafts after an EOS are not kept."""
-        run = [(token, "accepted") for token in proposal.token_ids[:acceptance.num_accepted]]
-        run.append((acceptance.next_token, acceptance.next_kind))
+        run = [(token, "accepted") for token in accepted]
+        run.append((next_token, next_kind))
         run = run[:self.config.max_new_tokens - self.num_new_tokens]
         for end, (token, _) in enumerate(run):
             if token in self.pair.eos_token_ids:

@@ -4,7 +4,8 @@
 lab mode deliberately skipped), and only `commit` advances it; `num_stale` counts the positions it holds that are
 no committed text (rejected drafts the lab modes keep, zero-filled or not). Rejected
 positions are removed for real (transformers 5.x: `DynamicCache.crop(-n)` removes n
-tokens), and `lengths()` writes what happened into the step's record.
+tokens; a verified token tree's accepted rows are first gathered into place, `gather`), and
+`lengths()` writes what happened into the step's record.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ class ForwardResult:
     logits: torch.Tensor              # (n, V) float32 logits of the last n fed positions
     length_before: int
     length_after: int
+
+
+def wait_for(tensor: torch.Tensor) -> None:
+    """Block until the device has computed `tensor` (CUDA and MPS run asynchronously: time the
+    work, not the launch)."""
+    if tensor.device.type == "cuda":
+        torch.cuda.synchronize(tensor.device)
+    elif tensor.device.type == "mps":
+        torch.mps.synchronize()
 
 
 class KVCache:
@@ -48,12 +58,23 @@ class KVCache:
     def device(self) -> torch.device:
         return self.model.device
 
-    def forward(self, token_ids: list[int], num_logits: int) -> ForwardResult:
-        """Feed token_ids (appending their keys/values) and return the last num_logits logits."""
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the model's hidden states (an additive attention mask must match it)."""
+        return self.model.get_input_embeddings().weight.dtype
+
+    def forward(self, token_ids: list[int], num_logits: int, position_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> ForwardResult:
+        """Feed token_ids (appending their keys/values) and return the last num_logits logits.
+
+        A token tree passes its own `position_ids` (1, T) and a 4D additive `attention_mask`
+        (1, 1, T, length after the forward), engine/decode/tree/mask.py; a chain passes neither
+        (causal attention at the next positions)."""
         before = self.length
         input_ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)        # (1, T)
+        extra = {} if position_ids is None else {"position_ids": position_ids, "attention_mask": attention_mask}
         output = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True,
-                            logits_to_keep=num_logits)
+                            logits_to_keep=num_logits, **extra)
         logits = output.logits[0, -num_logits:, :self.vocab_size].float()                  # (num_logits, V)
         return ForwardResult(logits, before, self.length)
 
@@ -80,6 +101,24 @@ class KVCache:
                 layer.values[..., -num_tokens:, :].zero_()
         self.num_stale += num_tokens
         return 0
+
+    def gather(self, start: int, kept: list[int]) -> int:
+        """Keep, of the positions from `start` on, only those at `start + kept[i]` (ascending offsets),
+        moved to `start + i`, and remove the rest; return how many were removed. A verified token
+        tree's accepted path lies scattered among the rejected nodes: its rows are copied into place
+        (their keys were computed at the positions they now hold), then the tail is cropped."""
+        tail = self.length - start
+        if any(later <= earlier for earlier, later in zip(kept, kept[1:])) or (kept and not 0 <= kept[0] <= kept[-1] < tail):
+            raise ValueError(f"gather needs ascending offsets below {tail}, got {kept}")
+        if kept != list(range(len(kept))):
+            index = torch.tensor(kept, dtype=torch.long, device=self.device) + start
+            for layer in self.cache.layers:
+                layer.keys[..., start:start + len(kept), :] = layer.keys.index_select(-2, index)   # (1, heads, n, head_dim)
+                layer.values[..., start:start + len(kept), :] = layer.values.index_select(-2, index)
+        removed = tail - len(kept)
+        if removed > 0:
+            self.cache.crop(-removed)
+        return removed
 
     def lengths(self, before: int, after_forward: int, removed: int) -> CacheLengths:
         """This step's record of the cache, taken after its cutoff."""

@@ -2,7 +2,8 @@
 
 The detailed recorder decodes token texts and keeps each position's top
 alternatives; the light recorder keeps ids, verdicts and counts only (what the
-summary needs), so turning detail off costs next to nothing.
+summary needs), so turning detail off costs next to nothing. A tree step's record also
+holds its whole tree (`TreeRecord`, docs/architecture.md §3), texts only when detailed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Callable
 import torch
 
 from engine.decode.drafters import Proposal
+from engine.decode.tree.accept import TreeData
 from engine.decode.verify import Acceptance
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
-                            Token)
+                            Token, TreeNode, TreeRecord)
 
 NUM_ALTERNATIVES = 5
 
@@ -35,6 +37,7 @@ class StepData:
     timing: StepTiming
     eos: bool
     is_greedy: bool
+    tree: TreeData | None = None        # a tree step: the proposal and target rows above follow its main line
 
 
 class StepRecorder:
@@ -54,6 +57,7 @@ class StepRecorder:
                       for i in range(k + 1)]
         if self.detailed:
             draft, target, residual, overlap = self._details(data, target_ids)
+            overlap = overlap if data.tree is None else ()     # sum min(p, q) is no acceptance chance for top-b nodes
         else:
             draft = tuple(DraftToken(token, "", None) for token in draft_ids)
             target = tuple(TargetToken(token, "", None) for token in target_ids)
@@ -68,7 +72,18 @@ class StepRecorder:
             emitted=tuple(data.emitted),
             kv_target=data.kv_target, kv_draft=data.kv_draft, timing=data.timing, eos=data.eos,
             residual=residual, overlap=overlap,
+            tree=self._tree(data.tree) if data.tree is not None else None,
         )
+
+    def _tree(self, data: TreeData) -> TreeRecord:
+        tree, walk = data.tree, data.walk
+        p = data.target_p()
+        nodes = tuple(TreeNode(id=node, parent=None if tree.parents[node] < 0 else tree.parents[node],
+                               depth=tree.depths[node], token=Token(tree.tokens[node], self._text(tree.tokens[node])),
+                               q=tree.q[node], p=p[node], verdict=walk.verdicts[node],
+                               accept_prob=walk.accept_probs[node], draw=walk.draws[node])
+                      for node in range(tree.size))
+        return TreeRecord(nodes, walk.path)
 
     def _text(self, token_id: int) -> str:
         return self.token_text(token_id) if self.detailed else ""

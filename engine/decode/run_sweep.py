@@ -1,4 +1,4 @@
-"""Sweep: measure acceptance and speed over a k x temperature grid (x prompts x seeds).
+"""Sweep: measure acceptance and speed over a k x temperature grid (x node budgets x prompts x seeds).
 
 `run_sweep` is a generator that yields after every run, so a caller can show
 progress with a time-left estimate and cancel at any point keeping what is done.
@@ -16,6 +16,7 @@ from typing import Iterator, Sequence
 from engine.config import SpecConfig
 from engine.decode.baseline import BaselineResult
 from engine.decode.speculative import SpeculativeEngine
+from engine.metrics import step_costs
 from engine.sweep_format import RunResult
 
 
@@ -35,21 +36,24 @@ class SweepProgress:
 
 
 def run_sweep(engine: SpeculativeEngine, prompts: Sequence[str], ks: Sequence[int], temperatures: Sequence[float],
-              seeds: Sequence[int], base: SpecConfig) -> Iterator[SweepProgress]:
-    """Run every (temperature, prompt, seed, k) once; yield progress after each run."""
-    total = len(ks) * len(temperatures) * len(prompts) * len(seeds)
+              seeds: Sequence[int], base: SpecConfig, tree_budgets: Sequence[int] = (0,)) -> Iterator[SweepProgress]:
+    """Run every (temperature, prompt, seed, node budget, k) once; yield progress after each run.
+    A node budget of 0 is a chain of k drafts, else a token tree of that many nodes, depth k."""
+    runs = [(tree_nodes, k) for tree_nodes in tree_budgets for k in ks]
+    total = len(runs) * len(temperatures) * len(prompts) * len(seeds)
     progress = SweepProgress(0, total, 0.0, None)
     started = time.perf_counter()
     for temperature in temperatures:
         for prompt_index, prompt in enumerate(prompts):
             for seed in seeds:
                 baseline: BaselineResult | None = None
-                for k in ks:
-                    config = base.replace(k=k, temperature=temperature, seed=seed)
+                for tree_nodes, k in runs:
+                    config = base.replace(k=k, temperature=temperature, seed=seed, tree_nodes=tree_nodes)
                     trace = engine.generate(prompt, config)
                     if baseline is None:
                         baseline = engine.target_only(trace)
                     summary = trace.summary
+                    costs = step_costs(trace.steps)
                     result = RunResult(
                         k=k, temperature=temperature, prompt_index=prompt_index, seed=seed,
                         acceptance_rate=summary.acceptance_rate, mean_accepted_length=summary.mean_accepted_length,
@@ -57,7 +61,9 @@ def run_sweep(engine: SpeculativeEngine, prompts: Sequence[str], ks: Sequence[in
                         tokens_per_s=summary.tokens_per_s or 0.0, baseline_tokens_per_s=baseline.tokens_per_s,
                         target_forwards_per_token=summary.target_forwards / max(summary.new_tokens, 1),
                         wall_s=summary.wall_s, estimated_alpha=summary.estimated_alpha,
-                        cost_ratio=summary.cost_ratio, identical=baseline.token_ids == trace.output.token_ids)
+                        cost_ratio=summary.cost_ratio, identical=baseline.token_ids == trace.output.token_ids,
+                        draft_ms=costs[0] if costs else None, verify_ms=costs[1] if costs else None,
+                        target_token_ms=baseline.token_ms, tree_nodes=tree_nodes)
                     progress.results.append(result)
                     progress.done += 1
                     progress.last = result

@@ -73,5 +73,7 @@ class SpeculativeEngine:
             draft=pair.draft_name if config.drafter == MODEL_DRAFTER else NGRAM_DRAFTER,
             target=pair.target_name, device=str(pair.device),
             draft_dtype=pair.draft_dtype if config.drafter == MODEL_DRAFTER else "",
-            target_dtype=pair.target_dtype)
+            target_dtype=pair.target_dtype,
+            draft_kernel=pair.draft_kernel if config.drafter == MODEL_DRAFTER else "",
+            target_kernel=pair.target_kernel)
 

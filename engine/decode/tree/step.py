@@ -1,0 +1,89 @@
+"""One step of a tree run (docs/architecture.md §2, "Token trees"): draft a tree, verify every
+node in one target forward, walk it, gather both caches to the accepted path, emit.
+
+The step is reported in the chain's terms (StepData) along its *main line*: the accepted
+path, then (when the walk stopped at a rejection) the first child rejected at the stop node.
+So every chain figure and invariant keeps working, and `TreeData` carries the whole tree.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from engine.decode.drafters import Proposal
+from engine.decode.kv import wait_for
+from engine.decode.sampling import to_probs
+from engine.decode.recorder import StepData
+from engine.decode.tree.accept import TreeData, TreeWalk, walk_greedy, walk_sampling
+from engine.decode.tree.mask import tree_positions, verify_mask
+from engine.decode.tree.shape import DraftTree
+from engine.decode.verify import Acceptance
+from engine.records import StepTiming
+
+if TYPE_CHECKING:
+    from engine.decode.generation import Generation
+
+
+class TreeStep:
+    """Runs a generation's steps as token trees; the generation holds all state."""
+
+    def run(self, generation: Generation) -> StepData:
+        committed, target, config = generation.committed, generation.target, generation.config
+        context_len = len(committed)
+        budget = min(config.tree_nodes, generation.pair.max_context - context_len)
+        tree = generation.drafter.propose(committed, generation.draft_length(), budget)         # 1. draft
+        started = time.perf_counter()
+        pending = committed[target.num_committed:]
+        past = target.length
+        result = target.forward(pending + tree.tokens, num_logits=tree.size + 1,                   # 2. verify
+                                position_ids=tree_positions(past, len(pending), tree.depths, target.device),
+                                attention_mask=verify_mask(past, len(pending), tree.ancestry(), target.dtype,
+                                                           target.device))
+        target.commit(len(pending))
+        target_probs = to_probs(result.logits, generation.params)                                   # (N + 1, V)
+        wait_for(target_probs)
+        verify_ms = (time.perf_counter() - started) * 1000
+        walk = self._walk(tree, result.logits, target_probs, generation)                            # 3. accept
+        kept = generation.kept_run([tree.tokens[node] for node in walk.path], walk.next_token, walk.next_kind)
+        kept_path = list(walk.path[:sum(kind == "accepted" for _, kind in kept)])
+        removed = target.gather(past + len(pending), kept_path)                                     # 4. gather
+        target.commit(len(kept_path))
+        kv_target = target.lengths(result.length_before, result.length_after, removed)
+        kv_draft = generation.drafter.on_verified(tree, kept_path)
+        emitted, eos = generation.emit(kept)                                                        # 5. emit
+        proposal, main_probs, acceptance = self._main_line(tree, walk, target_probs)
+        return StepData(index=len(generation.records), context_len=context_len, proposal=proposal,
+                        target_probs=main_probs, acceptance=acceptance, emitted=emitted, kv_target=kv_target,
+                        kv_draft=kv_draft, timing=StepTiming(tree.elapsed_ms, verify_ms, 0.0), eos=eos,
+                        is_greedy=generation.params.is_greedy, tree=TreeData(tree, walk, target_probs))
+
+    @staticmethod
+    def _walk(tree: DraftTree, logits: torch.Tensor, target_probs: torch.Tensor, generation: Generation) -> TreeWalk:
+        if generation.params.is_greedy:
+            return walk_greedy(tree.children(), tree.tokens, torch.argmax(logits, dim=-1).tolist())
+        return walk_sampling(tree.children(), tree.tokens, target_probs, generation.generator)
+
+    @staticmethod
+    def _main_line(tree: DraftTree, walk: TreeWalk,
+                   target_probs: torch.Tensor) -> tuple[Proposal, torch.Tensor, Acceptance]:
+        """The step in the chain's terms, along the main line: its drafts with the draft's law
+        before each, the target's k + 1 rows along it, and its acceptance."""
+        line = list(walk.path) + ([walk.stop_rejected] if walk.stop_rejected is not None else [])
+        parent_rows = [tree.parents[node] + 1 for node in line]                      # target row before each node
+        rows = torch.tensor(parent_rows + [line[-1] + 1 if line else 0], dtype=torch.long)
+        draft_probs = None
+        if line:
+            draft_rows = torch.tensor([tree.draft_rows[tree.parents[node]] for node in line], dtype=torch.long)
+            draft_probs = tree.draft_probs[draft_rows.to(tree.draft_probs.device)]             # (k, V)
+        proposal = Proposal([tree.tokens[node] for node in line], draft_probs, tree.carryover, tree.cache_before,
+                            tree.cache_after_forward, tree.elapsed_ms)
+        sampled = walk.draws[line[0]] is not None if line else False
+        acceptance = Acceptance(len(walk.path), walk.next_token, walk.next_kind,
+                                tuple(walk.accept_probs[node] for node in line) if sampled else None,
+                                tuple(walk.draws[node] for node in line) if sampled else None,
+                                walk.residual)
+        return proposal, target_probs[rows.to(target_probs.device)], acceptance
+
