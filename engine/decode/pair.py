@@ -36,6 +36,8 @@ class ModelPair:
     preset: str | None                    # preset name, None for custom pairs
     default_drafter: str                  # one of engine.config.DRAFTERS
     prepacked: bool = False               # the target's linear layers hold oneDNN-prepacked weights (CPU)
+    target_kernel: str = "stock"          # engine/kernel_names.py: what runs the target's linear layers
+    draft_kernel: str = ""                # the same for the draft model; "" when draft is None
     shared_token_ids: int | None = None   # ids both tokenizers define, when their lengths differ (else None)
     step_costs: DrafterCosts = field(default_factory=DrafterCosts, compare=False)   # adaptive k's, per drafter
     _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)

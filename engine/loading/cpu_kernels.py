@@ -1,6 +1,7 @@
-"""Faster CPU linear layers for speculative decoding: prepacked weights and int8 drafts.
+"""Faster CPU linear layers for speculative decoding: a prepacked target, an int8 draft.
 
-Two changes to a loaded model, both for the CPU only:
+Two changes to a loaded model, both for the CPU only, each behind a probe
+(engine/loading/kernel_probe.py) that falls back to the stock kernel:
 
 - `prepack_linear_layers` swaps every `nn.Linear` for a `PackedLinear` holding the
   same weights reordered once into oneDNN's blocked layout. Stock float32
@@ -9,134 +10,135 @@ Two changes to a loaded model, both for the CPU only:
   tokens. Verifying k drafts feeds k + 1 tokens, so a verify at a useful k costs
   more than one target step. With prepacked weights a verify over a few rows costs
   about one step, which is what the speedup theory assumes (measured figures:
-  docs/benchmark.md, "Measurements quoted in code"). Precision is unchanged:
-  float32 stays float32 (only the summation order differs, as it already does
-  between a one-token and a k + 1-token forward).
-- `quantize_int8` replaces a draft model's linear layers by dynamically quantized
-  int8 ones (per-output-channel weight scales; activations quantized per call).
-  A draft token costs well under its float32 time (docs/benchmark.md). The output
-  is unchanged: the target decides every emitted token, so only the proposals (and
-  the acceptance rate) can move.
+  docs/benchmark.md). Precision is unchanged: float32 stays float32 (only the
+  summation order differs, as it already does between a one-token and a
+  k + 1-token forward).
+- `quantize_int8` replaces a draft model's linear layers by int8 weight-only ones
+  (`Int8Linear`). A draft token costs well under its float32 time (docs/benchmark.md).
+  The output is unchanged: the target decides every emitted token, so only the
+  proposals (and the acceptance rate) can move.
 
-Both are pure functions of a model in, the same model (modified in place) out.
+Memory: a model loaded by `from_pretrained` maps its safetensors files; each weight is
+read from the file with a plain read (`CheckpointFiles`), converted, and dropped, and
+`release_mapped_weights` gives every other parameter memory of its own, so nothing keeps
+the mapping alive: the process holds the converted model once, not beside the mapped one.
 """
 
 from __future__ import annotations
 
-import warnings
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import torch
 from torch import nn
 
-PACKED_DTYPES = (torch.float32, torch.bfloat16)
-PACK_ROWS_HINT = 4          # oneDNN picks its blocking for about this many rows (1..8 all stay near one step)
+from engine.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
+from engine.loading.checkpoint_files import CheckpointFiles
+from engine.loading.kernel_modules import Int8Linear, PackedLinear
+from engine.loading.kernel_probe import bf16_prepack_supported, probe_int8, probe_prepacked
 
+__all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int8", "kernel_of", "packed_layer_count",
+           "prepack_linear_layers", "quantize_int8", "release_mapped_weights"]
 
-class PackedLinear(nn.Module):
-    """y = x W^T + b with W held in oneDNN's prepacked layout (no plain copy is kept)."""
-
-    def __init__(self, in_features: int, out_features: int, packed_weight: torch.Tensor, bias: torch.Tensor | None):
-        super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
-        self.packed_weight = packed_weight
-        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
-
-    @classmethod
-    def from_linear(cls, linear: nn.Linear) -> "PackedLinear":
-        weight = linear.weight.detach()
-        if weight.dtype == torch.bfloat16 and not bf16_prepack_supported():
-            raise ValueError("oneDNN prepacks bfloat16 weights only on a CPU with AVX-512 (this one has "
-                             f"{torch.backends.cpu.get_cpu_capability()}); keep the plain nn.Linear here")
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
-        bias = None if linear.bias is None else linear.bias.detach()
-        return cls(linear.in_features, linear.out_features, packed, bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, oneDNN prepacked"
+Slot = tuple[nn.Module, str, nn.Linear]             # parent, attribute, layer
+NO_FILES = CheckpointFiles(None)
 
 
 def can_prepack(model: nn.Module) -> bool:
-    """True when the model lives on the CPU in a dtype this CPU's oneDNN prepacks (bfloat16
-    needs AVX-512 or newer; torch refuses it elsewhere)."""
+    """True when the model lives on the CPU and oneDNN prepacking passes its probe for its dtype."""
     parameter = next(model.parameters(), None)
-    if parameter is None or parameter.device.type != "cpu" or parameter.dtype not in PACKED_DTYPES:
+    if parameter is None or parameter.device.type != "cpu":
         return False
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
-        return False
-    return parameter.dtype != torch.bfloat16 or bf16_prepack_supported()
-
-
-def bf16_prepack_supported() -> bool:
-    """True when this CPU lets oneDNN prepack bfloat16 weights. torch refuses it (RuntimeError at
-    reorder time) without AVX-512 BW/VL/DQ, which is what ATen's "AVX512" capability requires, so
-    CPUs such as a 2-core AMD EPYC with AVX2 only keep the plain bfloat16 kernels."""
-    return torch.backends.cpu.get_cpu_capability() == "AVX512"
+    return probe_prepacked(parameter.dtype) is None
 
 
 def can_quantize_int8() -> bool:
-    """True when this torch has a CPU engine for dynamically quantized linear layers."""
-    return any(engine in torch.backends.quantized.supported_engines for engine in ("x86", "fbgemm", "onednn", "qnnpack"))
+    """True when the int8 weight-only kernel passes its probe on this CPU."""
+    return probe_int8() is None
 
 
-def prepack_linear_layers(model: nn.Module) -> int:
-    """Replace every nn.Linear of a CPU model by a PackedLinear; returns how many were packed."""
+def prepack_linear_layers(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
+    """Replace every nn.Linear of a CPU model by a PackedLinear; returns how many were packed
+    (0 when the probe says no: the model keeps the stock kernels)."""
     if not can_prepack(model):
         return 0
-    return _swap_in_parallel(_linear_slots(model), PackedLinear.from_linear)
+    return _swap_in_parallel(model, PackedLinear.from_weight, files)
 
 
-def quantize_int8(model: nn.Module) -> int:
-    """Dynamic int8 quantization of every nn.Linear (per-channel weights), in place, on every
-    torch thread at once; returns how many layers were quantized. What torch's
-    `quantize_dynamic` does, layer by layer, in parallel."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
-    from torch.ao.quantization import per_channel_dynamic_qconfig
-
-    def convert(linear: nn.Linear) -> nn.Module:
-        linear.qconfig = per_channel_dynamic_qconfig
-        return DynamicQuantizedLinear.from_float(linear)
-
-    with warnings.catch_warnings():      # torch marks its quantized tensor types as deprecated; they work in 2.13
-        warnings.simplefilter("ignore")
-        return _swap_in_parallel(_linear_slots(model), convert)
+def quantize_int8(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
+    """Int8 weight-only quantization of every nn.Linear, in place, on every torch thread at
+    once; returns how many layers were quantized (0 when the probe says no)."""
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cpu" or not can_quantize_int8():
+        return 0
+    return _swap_in_parallel(model, Int8Linear.from_weight, files)
 
 
-def _linear_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
+def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
+    """Give every parameter and buffer memory of its own (read from the file, or a copy), except
+    embedding tables: a forward reads a few of their rows, so they stay mapped and only the rows
+    used become resident. Converted layers never read the mapping (`_swap_in_parallel`), so
+    the mapping costs the process the pages of those rows and nothing else."""
+    if not len(files):
+        return
+    embeddings = {id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)}
+    for name, parameter in model.named_parameters():
+        if parameter.device.type == "cpu" and id(parameter) not in embeddings:
+            parameter.data = files.fresh(name, parameter.data)
+    for name, buffer in model.named_buffers():
+        if buffer.device.type == "cpu":
+            buffer.data = files.fresh(name, buffer.data)
+
+
+def kernel_of(model: nn.Module | None) -> str:
+    """The kernel name (engine/kernel_names.py) that runs most of the model's linear layers."""
+    if model is None:
+        return ""
+    kinds = [type(module) for module in model.modules() if type(module) in (nn.Linear, PackedLinear, Int8Linear)]
+    if not kinds:
+        return STOCK
+    most = max(set(kinds), key=kinds.count)
+    return {PackedLinear: ONEDNN_PREPACKED, Int8Linear: INT8_WEIGHT_ONLY}.get(most, STOCK)
+
+
+def packed_layer_count(model: nn.Module) -> int:
+    return sum(isinstance(module, PackedLinear) for module in model.modules())
+
+
+def _linear_slots(model: nn.Module) -> list[Slot]:
     """(parent, attribute, layer) for every plain nn.Linear of the model."""
     return [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
             if type(child) is nn.Linear]
 
 
-def _swap_in_parallel(slots: list, convert) -> int:
-    """Replace each layer by convert(layer). The conversions run on every torch thread (they
-    release the GIL), at most one per thread at a time, largest first, each slot refilled as
-    soon as its conversion ends: one huge layer (the vocabulary head, the slowest to convert) runs
-    beside the small ones instead of holding a lockstep batch. No reference to a converted
-    plain layer is kept, so its weight is freed once swapped: memory grows by a few layers,
-    not by a second model. Takes the slots list over (empties it); returns how many were swapped."""
+def _swap_in_parallel(model: nn.Module, convert: Callable[[torch.Tensor, torch.Tensor | None], nn.Module],
+                      files: CheckpointFiles) -> int:
+    """Replace each nn.Linear by convert(weight, bias), the weight read from `files` under the
+    parameter's first name (a head tied to the embedding table reads the table's entry).
+    The conversions run on every torch thread (file reads and the kernels release the GIL), at
+    most one per thread at a time, largest first, each slot refilled as soon as its conversion
+    ends: the vocabulary head (the slowest) runs beside the small ones instead of holding a
+    lockstep batch. No reference to a converted layer's weight is kept, so memory grows by a
+    few layers, not by a second model. Returns how many layers were swapped."""
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
     workers = max(1, torch.get_num_threads())
-    pending = sorted(slots, key=lambda slot: slot[2].weight.numel(), reverse=True)
+    pending = sorted(_linear_slots(model), key=lambda slot: slot[2].weight.numel(), reverse=True)
     count = len(pending)
-    slots.clear()
+
+    def convert_layer(layer: nn.Linear) -> nn.Module:
+        weight, bias = layer.weight, layer.bias
+        fresh_bias = None if bias is None else files.fresh(names.get(id(bias), ""), bias.data)
+        return convert(files.fresh(names.get(id(weight), ""), weight.data), fresh_bias)
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         running: dict = {}
         while pending or running:
             while pending and len(running) < workers:
-                parent, name, layer = pending.pop(0)
-                running[pool.submit(convert, layer)] = (parent, name)
+                parent, attribute, layer = pending.pop(0)
+                running[pool.submit(convert_layer, layer)] = (parent, attribute)
                 del layer
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                parent, name = running.pop(future)
-                setattr(parent, name, future.result())
+                parent, attribute = running.pop(future)
+                setattr(parent, attribute, future.result())
     return count
-
-
-def packed_layer_count(model: nn.Module) -> int:
-    return sum(isinstance(module, PackedLinear) for module in model.modules())

@@ -21,7 +21,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER
 from engine.decode.pair import ModelPair
-from engine.loading.cpu_kernels import can_quantize_int8, packed_layer_count, prepack_linear_layers, quantize_int8
+from engine.loading.checkpoint_files import CheckpointFiles
+from engine.loading.cpu_kernels import can_quantize_int8
+from engine.loading.kernel_probe import probe_int8
+from engine.loading.speed_up import speed_up
 from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file, first_line
 from engine.loading.hub import hub_access, is_hub_id
 from engine.loading.tiny import build_tiny_pair
@@ -67,13 +70,13 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     if draft_dtype == "int8" and torch_device.type != "cpu":
         raise ModelLoadError(f"an int8 draft runs on the CPU only, but the device is {torch_device.type}: "
                              "choose a bfloat16 or float16 draft there")
-    if draft_dtype == "int8" and not can_quantize_int8():
-        raise ModelLoadError("this torch build has no engine for int8 layers; choose a float32 or bfloat16 draft")
+    if draft_dtype == "int8" and torch_device.type == "cpu" and (reason := probe_int8()) is not None:
+        raise ModelLoadError(f"an int8 draft cannot run here: {reason}; choose a float32 or bfloat16 draft")
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
         pair = _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
         before_weights()                    # after its checks; its weights are a few kilobytes
-        return _speed_up(pair, draft_dtype, prepack, report)
+        return speed_up(pair, draft_dtype, prepack, report, {})
 
     root = cache_root(cache_dir)
     # 1. Resolve: local folder (GGUF converted on first use, then cached) or Hub id.
@@ -98,7 +101,9 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
                      draft_dtype=draft_dtype if draft_model is not None else "", preset=preset_name,
                      default_drafter=default_drafter, shared_token_ids=shared_token_ids)
     check_end_tokens(pair)
-    pair = _speed_up(pair, draft_dtype, prepack, report)
+    files = {"target": CheckpointFiles(target_source.location),
+             "draft": CheckpointFiles(draft_source.location if draft_source is not None else None)}
+    pair = speed_up(pair, draft_dtype, prepack, report, files)
     report(1.0, "models ready")
     return pair
 
@@ -134,25 +139,6 @@ def _dtype(name: str, role: str) -> torch.dtype:
     if name not in allowed:
         raise ModelLoadError(f"{role} dtype must be one of {', '.join(allowed)}, got {name!r}")
     return torch.float32 if name == "int8" else getattr(torch, name)
-
-
-def _speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress) -> ModelPair:
-    """CPU kernels (engine/loading/cpu_kernels.py): quantize an int8 draft; prepack the target, whose
-    forwards verify several tokens at once, and a bfloat16 draft (faster even one token at a time)."""
-    if pair.draft is not None and draft_dtype == "int8":
-        report(0.92, "quantizing the draft to int8")
-        quantize_int8(pair.draft)
-        pair.draft_dtype = "int8"
-    if prepack and pair.device.type == "cpu":
-        report(0.95, "prepacking weights for fast verification")
-        try:
-            prepack_linear_layers(pair.target)
-            if pair.draft is not None and draft_dtype == "bfloat16":
-                prepack_linear_layers(pair.draft)
-        except RuntimeError as error:       # an unusual oneDNN build: layers already swapped stay, the rest stay plain
-            report(0.97, f"prepacking stopped ({first_line(error)}); the remaining layers use the stock kernels")
-        pair.prepacked = packed_layer_count(pair.target) > 0
-    return pair
 
 
 def _blank_to_none(reference: str | None) -> str | None:

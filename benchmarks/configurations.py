@@ -1,0 +1,77 @@
+"""What bench.py measures: a plain list of configurations, each a row of the table.
+
+A configuration names the pair it runs on (`PAIRS`: which dtypes and kernels), how it
+decodes (`kind`: SpecViz's engine, SpecViz's target-only loop, or transformers'
+`generate()`, target-only or assisted), the SpecConfig fields it changes, and whether the
+default run includes it (`default=True`) or only `--grid`. To measure something new, add
+an entry; the table, the JSON and the figure pick it up. Speedups are computed against
+the two `REFERENCE_*` rows, which always run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ENGINE, TARGET_ONLY, HF_TARGET_ONLY, HF_ASSISTED, HF_ASSISTED_DEFAULTS = (
+    "engine", "target-only", "hf-target-only", "hf-assisted", "hf-assisted-defaults")
+
+# pair key -> load_pair options; "plain": stock float32 kernels on both sides (what transformers
+# gets); "fast": SpecViz's default on a CPU (int8 draft, prepacked float32 target).
+PAIRS = {
+    "plain": {"draft_dtype": "float32", "target_dtype": "float32", "prepack": False},
+    "bf16-draft": {"draft_dtype": "bfloat16", "target_dtype": "float32", "prepack": False},
+    "fast": {"draft_dtype": "int8", "target_dtype": "float32"},
+}
+DERIVED = "fp32-draft-fast-target"      # the plain pair's float32 draft on the fast pair's prepacked target
+
+REFERENCE_STOCK = "target-only, stock fp32 target"
+REFERENCE_SAME_KERNELS = "target-only, prepacked fp32 target"
+ASSISTED_SAME_K = "transformers assisted (stock fp32 pair), k={k}"
+FAST = "SpecViz fast (int8 draft, prepacked fp32 target)"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    name: str                      # may hold {k}: the run's --k
+    pair: str                      # a key of PAIRS, or DERIVED
+    kind: str = ENGINE
+    changes: dict = field(default_factory=dict)   # SpecConfig fields; "k" may be a number
+    detailed_trace: bool = True    # the recorder: full step records (on) or ids and counts only (off)
+    default: bool = False          # in `python bench.py` without --grid
+    headline: bool = False         # a bar of the figure and a line of the closing note
+
+    def label(self, k: int) -> str:
+        return self.name.format(k=k)
+
+
+CONFIGURATIONS: list[Configuration] = [
+    Configuration(REFERENCE_STOCK, "plain", TARGET_ONLY, default=True),
+    Configuration(REFERENCE_SAME_KERNELS, "fast", TARGET_ONLY, default=True),
+    Configuration("target-only (transformers generate)", "plain", HF_TARGET_ONLY),
+    Configuration(ASSISTED_SAME_K, "plain", HF_ASSISTED, default=True),
+    Configuration("transformers assisted, its defaults", "plain", HF_ASSISTED_DEFAULTS),
+    Configuration("transformers assisted, bf16 draft, k={k}", "bf16-draft", HF_ASSISTED),
+    Configuration("SpecViz, stock fp32 pair, recorder on, k={k}", "plain", headline=True),
+    Configuration("SpecViz, stock fp32 pair, recorder off, k={k}", "plain", detailed_trace=False),
+    Configuration("SpecViz, stock fp32 pair, adaptive k", "plain", changes={"adaptive_k": True}),
+    Configuration("SpecViz, n-gram drafter", "plain", changes={"drafter": "ngram"}),
+    Configuration("SpecViz, bf16 draft, k={k}", "bf16-draft"),
+    Configuration("SpecViz: fp32 draft, prepacked fp32 target, k={k}", DERIVED, headline=True),
+    Configuration(FAST + ", k=3", "fast", changes={"k": 3}),
+    Configuration(FAST + ", k={k}", "fast", default=True, headline=True),
+    Configuration(FAST + ", k=8", "fast", changes={"k": 8}),
+    Configuration(FAST + ", recorder off, adaptive k", "fast", changes={"adaptive_k": True}, detailed_trace=False),
+    Configuration(FAST + ", adaptive k", "fast", changes={"adaptive_k": True}, default=True, headline=True),
+    *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
+                    changes={"tree_nodes": nodes, "tree_branch": branch}) for nodes, branch in ((8, 2), (16, 3), (32, 4))),
+]
+
+
+def selected(grid: bool, only: list[str], k: int) -> list[Configuration]:
+    """The configurations a run measures: the default ones, or all with --grid, narrowed by
+    --only (parts of names); the two target-only references always run."""
+    chosen = [c for c in CONFIGURATIONS if grid or c.default]
+    if only:
+        chosen = [c for c in chosen if any(part in c.label(k) for part in only)]
+    references = [c for c in CONFIGURATIONS if c.name in (REFERENCE_STOCK, REFERENCE_SAME_KERNELS)]
+    return references + [c for c in chosen if c not in references]

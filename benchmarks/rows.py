@@ -1,0 +1,87 @@
+"""One measured row: tokens and wall time per prompt, the engine's counts, and the theory.
+
+Theory: E(a, k) / (k c + 1) with a the mean per-position overlap sum_x min(p, q), k the
+mean draft length and c = draft ms per token over a target-only step (of the stock
+reference); "theory at v" is E(a, k) / (k c + v) with v the measured verify forward over
+one target-only step, what the measured verify cost allows: measured over it is the
+engine's own overhead (sampling, cache cutoff, recording).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.metrics import expected_speedup, expected_tokens_per_step
+
+
+@dataclass
+class Row:
+    name: str
+    temperature: float
+    tokens: int = 0
+    wall_s: float = 0.0
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0
+    alpha: list[float] = field(default_factory=list)
+    draft_ms: float = 0.0                 # summed over steps, for the cost ratio c
+    verify_ms: float = 0.0
+    identical: bool | None = None
+    per_prompt: dict[str, tuple[int, float]] = field(default_factory=dict)   # name -> (tokens, wall_s)
+
+    def add(self, name: str, tokens: int, wall_s: float) -> None:
+        self.tokens += tokens
+        self.wall_s += wall_s
+        self.per_prompt[name] = (tokens, wall_s)
+
+    def prompt_tokens_per_s(self, name: str) -> float:
+        tokens, wall = self.per_prompt.get(name, (0, 0.0))
+        return tokens / wall if wall else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+
+def timed(run: Callable[[], object], repeats: int) -> tuple[object, float]:
+    """The last result and the median wall time of `repeats` runs."""
+    result, times = None, []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - started)
+    return result, statistics.median(times)
+
+
+def target_step_ms(target: Row) -> float:
+    """Milliseconds per token of target-only decoding: one target step."""
+    return 1000 * target.wall_s / target.tokens
+
+
+def _measured_alpha_and_k(row: Row, target: Row) -> tuple[float, int] | None:
+    """The row's mean per-position overlap a (clamped below 1) and mean draft length k, if measured."""
+    if not row.alpha or not row.drafted or not row.steps or not target.tokens:
+        return None
+    return min(statistics.fmean(row.alpha), 0.999999), max(1, round(row.drafted / row.steps))
+
+
+def theory(row: Row, target: Row) -> float | None:
+    """E(a, k) / (k c + 1) for the row's measured a, mean k and c (draft ms per token over a target step)."""
+    measured = _measured_alpha_and_k(row, target)
+    if measured is None:
+        return None
+    alpha, k = measured
+    return expected_speedup(alpha, k, row.draft_ms / row.drafted / target_step_ms(target))
+
+
+def theory_at_measured_verify(row: Row, target: Row) -> float | None:
+    """E(a, k) / (k c + v): the theory with the verify forward at its measured cost v (in target steps)."""
+    measured = _measured_alpha_and_k(row, target)
+    if measured is None:
+        return None
+    alpha, k = measured
+    step = target_step_ms(target)
+    return expected_tokens_per_step(alpha, k) / (row.draft_ms / row.steps / step + row.verify_ms / row.steps / step)

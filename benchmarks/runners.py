@@ -1,0 +1,100 @@
+"""How each kind of configuration is decoded and timed: SpecViz's engine, SpecViz's
+target-only loop (engine/decode/baseline.py), and transformers' generate(), target-only or
+assisted. Every prompt runs `repeats` times; the median wall time is kept."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from benchmarks.configurations import (DERIVED, ENGINE, HF_ASSISTED, HF_ASSISTED_DEFAULTS, HF_TARGET_ONLY, PAIRS,
+                                       TARGET_ONLY, Configuration)
+from benchmarks.prompts import PROMPTS
+from benchmarks.rows import Row, timed
+from engine.config import SpecConfig
+from engine.decode.adaptive import DrafterCosts
+from engine.decode.pair import ModelPair
+from engine.decode.speculative import SpeculativeEngine
+from engine.kernel_names import STOCK
+from engine.loading.models import load_pair
+
+Outputs = dict[str, tuple[int, ...]]
+
+
+def load_pairs(preset: str, configurations: list[Configuration]) -> dict[str, ModelPair]:
+    """Each pair the configurations need, loaded once and warmed up (the first forwards pay for
+    allocation and lazy initialisation: not measured)."""
+    needed = {c.pair for c in configurations}
+    keys = [key for key in PAIRS if key in needed or (key in ("plain", "fast") and DERIVED in needed)]
+    pairs = {key: load_pair(preset, **PAIRS[key]) for key in keys}
+    if DERIVED in needed:
+        pairs[DERIVED] = replace(pairs["fast"], draft=pairs["plain"].draft, draft_dtype="float32",
+                                 draft_kernel=STOCK, step_costs=DrafterCosts())
+    warm_up = SpecConfig(k=4, max_new_tokens=8)
+    for key, pair in pairs.items():
+        SpeculativeEngine(pair).generate("warm up", warm_up)
+        if key != "fast":
+            hf_generate(pair, pair.encode_prompt("warm up"), warm_up, HF_ASSISTED)
+    return pairs
+
+
+def measure(configuration: Configuration, row: Row, pair: ModelPair, config: SpecConfig, repeats: int,
+            reference: Outputs | None) -> Outputs:
+    """Fill `row`; returns the generated ids per prompt. `reference` (greedy only) is the stock
+    target-only output that the row's output is compared with."""
+    if configuration.kind == ENGINE:
+        return _engine(row, SpeculativeEngine(pair, detailed_trace=configuration.detailed_trace), config,
+                       repeats, reference)
+    outputs: Outputs = {}
+    for name, prompt in PROMPTS.items():
+        prompt_ids = pair.encode_prompt(prompt)
+        if configuration.kind == TARGET_ONLY:
+            engine = SpeculativeEngine(pair)
+            tokens, wall = timed(lambda: engine.target_only_ids(prompt_ids, config), repeats)
+        else:
+            tokens, wall = timed(lambda: hf_generate(pair, prompt_ids, config, configuration.kind), repeats)
+        outputs[prompt] = tuple(tokens)
+        row.add(name, len(tokens), wall)
+    if reference is not None:
+        row.identical = all(outputs[prompt] == reference[prompt] for prompt in PROMPTS.values())
+    return outputs
+
+
+def hf_generate(pair: ModelPair, prompt_ids: list[int], config: SpecConfig, kind: str) -> list[int]:
+    """transformers' generate(): target-only, or assisted at the same k or at its defaults."""
+    input_ids = torch.tensor([prompt_ids], device=pair.device)
+    kwargs = dict(max_new_tokens=config.max_new_tokens, attention_mask=torch.ones_like(input_ids),
+                  pad_token_id=pair.tokenizer.pad_token_id or sorted(pair.eos_token_ids)[0],
+                  eos_token_id=sorted(pair.eos_token_ids))
+    kwargs.update(dict(do_sample=True, temperature=config.temperature, top_p=1.0, top_k=0)
+                  if config.temperature > 0 else dict(do_sample=False))
+    if kind == HF_ASSISTED:
+        kwargs.update(assistant_model=pair.draft, num_assistant_tokens=config.k,
+                      num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+    elif kind == HF_ASSISTED_DEFAULTS:
+        kwargs.update(assistant_model=pair.draft)
+    elif kind != HF_TARGET_ONLY:
+        raise ValueError(f"not a transformers configuration: {kind}")
+    with torch.inference_mode():
+        output = pair.target.generate(input_ids, **kwargs)
+    return output[0, len(prompt_ids):].tolist()
+
+
+def _engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: int, reference: Outputs | None) -> Outputs:
+    outputs: Outputs = {}
+    exact = config.replace(target_dtype=engine.pair.target_dtype).exactness.token_for_token
+    for name, prompt in PROMPTS.items():
+        trace, wall = timed(lambda: engine.generate(prompt, config), repeats)
+        summary = trace.summary
+        row.add(name, summary.new_tokens, wall)
+        row.drafted += summary.drafted
+        row.accepted += summary.accepted
+        row.steps += summary.steps
+        row.alpha += [v for step in trace.steps for v in step.overlap]
+        row.draft_ms += sum(step.timing.draft for step in trace.steps)
+        row.verify_ms += sum(step.timing.verify for step in trace.steps)
+        outputs[prompt] = tuple(trace.output.token_ids)
+    if reference is not None and exact:
+        row.identical = all(outputs[prompt] == reference[prompt] for prompt in PROMPTS.values())
+    return outputs

@@ -1,0 +1,81 @@
+"""The benchmark's table and closing note, from the measured rows.
+
+Two references, kept apart so the headline never mixes the two gains: target-only decoding
+on the **stock float32 target** (what speculation and the kernels buy together) and
+target-only decoding on **the same prepacked target** (what speculation alone buys on the
+same kernels). "vs assisted" divides by transformers' assisted generation at the same k.
+"""
+
+from __future__ import annotations
+
+from benchmarks.configurations import ASSISTED_SAME_K, REFERENCE_SAME_KERNELS, REFERENCE_STOCK, Configuration
+from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_verify
+
+COLUMNS = ("configuration", "T", "tok/s", "vs stock fp32 target-only", "vs target-only, same kernels",
+           "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens/step", "theory",
+           "measured/theory", "verify cost", "measured/theory at verify cost", "identical")
+
+
+def _ratio(numerator: float, denominator: float | None) -> float | None:
+    return round(numerator / denominator, 3) if denominator else None
+
+
+def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int) -> dict:
+    same = {r.name: r for r in rows if r.temperature == row.temperature}
+    stock, packed = same[REFERENCE_STOCK], same.get(REFERENCE_SAME_KERNELS)
+    assisted = same.get(ASSISTED_SAME_K.format(k=k))
+    predicted, at_verify = theory(row, stock), theory_at_measured_verify(row, stock)
+    speedup = _ratio(row.tokens_per_s, stock.tokens_per_s)
+    return {"name": row.name, "temperature": row.temperature, "headline": configuration.headline,
+            "tokens_per_s": round(row.tokens_per_s, 2), "speedup": speedup,
+            "vs_same_kernels": _ratio(row.tokens_per_s, packed.tokens_per_s if packed else None),
+            "code_speedup": _ratio(row.prompt_tokens_per_s("code"), stock.prompt_tokens_per_s("code")),
+            "vs_assisted": _ratio(row.tokens_per_s, assisted.tokens_per_s if assisted else None),
+            "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
+            "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
+            "theoretical_speedup": round(predicted, 3) if predicted else None,
+            "measured_over_theory": _ratio(speedup, predicted) if speedup else None,
+            "verify_cost": (round(row.verify_ms / row.steps / target_step_ms(stock), 3)
+                            if row.steps and stock.tokens else None),
+            "theory_at_verify_cost": round(at_verify, 3) if at_verify else None,
+            "measured_over_theory_at_verify_cost": _ratio(speedup, at_verify) if speedup else None,
+            "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+
+
+def markdown(results: dict) -> str:
+    def cell(value, fmt="{:.2f}", suffix=""):
+        if value is None:
+            return "-"
+        return "yes" if value is True else "no" if value is False else fmt.format(value) + suffix
+    lines = [f"Preset `{results['preset']}`, k={results['k']}, {results['max_new_tokens']} new tokens, "
+             f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in results["rows"]:
+        values = [r["name"], f"{r['temperature']:g}", cell(r["tokens_per_s"], "{:.1f}"), cell(r["speedup"], suffix="x"),
+                  cell(r["vs_same_kernels"], suffix="x"), cell(r["code_speedup"], suffix="x"),
+                  cell(r["vs_assisted"], suffix="x"), cell(r["acceptance_rate"], "{:.0%}"),
+                  cell(r["mean_accepted_length"]), cell(r["theoretical_speedup"], suffix="x"),
+                  cell(r["measured_over_theory"]), cell(r["verify_cost"]),
+                  cell(r["measured_over_theory_at_verify_cost"]), cell(r["identical"])]
+        lines.append("| " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def closing_note(results: dict, best: str) -> str:
+    """The headline: the app's default configuration against each reference, greedy and sampled."""
+    parts = []
+    for r in results["rows"]:
+        if r["name"] != best:
+            continue
+        mode = "greedy" if r["temperature"] == 0 else f"T = {r['temperature']:g}"
+        same = "identical greedy output" if r["identical"] else ("greedy output DIFFERS" if r["identical"] is False else "")
+        parts.append(f"{mode}: {_x(r['speedup'])} vs stock fp32 target-only, {_x(r['vs_same_kernels'])} vs "
+                     f"target-only on the same kernels, {_x(r['vs_assisted'])} vs transformers' assisted generation "
+                     f"at the same k" + (f" ({same})" if same else ""))
+    if not parts:
+        return f"{best}: not measured in this run."
+    return f"{best}: " + "; ".join(parts) + "."
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"

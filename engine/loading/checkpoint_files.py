@@ -1,0 +1,100 @@
+"""Read a model's weights from its safetensors files with plain reads, one tensor at a time.
+
+`from_pretrained` memory-maps safetensors files: a parameter is a view of the file's
+pages, which become resident (and count in the process's memory) once read, and stay
+so while any parameter of that file is alive. Repacking every linear layer for faster
+kernels (engine/loading/cpu_kernels.py) reads every weight once, so the mapped pages
+of the whole model and its repacked copy would be resident together: twice the
+model. `CheckpointFiles.fresh` instead reads one tensor with an ordinary file read
+into memory of its own; once every parameter has been repacked or replaced by such a
+copy, nothing refers to the mapping and the operating system unmaps it.
+
+A tensor is read from a file only when the file's entry has the parameter's dtype and
+shape and agrees with the mapped parameter on its first and last rows (a check that
+touches a few pages); anything else (a dtype converted at load, a renamed key, a
+non-CPU or non-local model) is copied from the parameter itself. Pure file reads: the
+header is 8 bytes of little-endian length, then JSON naming each tensor's dtype, shape
+and byte range.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64,
+                      "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8}
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: Path
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    start: int            # absolute byte offset in the file
+    end: int
+
+
+class CheckpointFiles:
+    """The tensors of the safetensors files in one local model folder, by name."""
+
+    def __init__(self, folder: str | Path | None):
+        self._entries: dict[str, _Entry] = {}
+        directory = Path(folder) if folder is not None else None
+        if directory is None or not directory.is_dir():
+            return
+        for path in sorted(directory.glob("*.safetensors")):
+            self._entries.update(_read_header(path))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fresh(self, name: str, mapped: torch.Tensor) -> torch.Tensor:
+        """A copy of `mapped` (the parameter called `name`) in memory of its own: read from the
+        file when the entry matches (module docstring), else `mapped.clone()`."""
+        read = self._read(name, mapped)
+        return read if read is not None else mapped.detach().clone()
+
+    def _read(self, name: str, mapped: torch.Tensor) -> torch.Tensor | None:
+        entry = self._entries.get(name)
+        if (entry is None or mapped.device.type != "cpu" or entry.dtype != mapped.dtype
+                or entry.shape != tuple(mapped.shape) or mapped.numel() == 0):
+            return None
+        buffer = bytearray(entry.end - entry.start)
+        try:
+            with entry.path.open("rb") as handle:
+                handle.seek(entry.start)
+                if handle.readinto(buffer) != len(buffer):
+                    return None
+        except OSError:
+            return None
+        tensor = torch.frombuffer(buffer, dtype=entry.dtype).reshape(entry.shape)
+        if tensor.dim() > 0 and not (torch.equal(tensor[0], mapped[0]) and torch.equal(tensor[-1], mapped[-1])):
+            return None
+        return tensor
+
+
+def _read_header(path: Path) -> dict[str, _Entry]:
+    """The tensor entries of one safetensors file; none when its header cannot be read."""
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > MAX_HEADER_BYTES:
+                return {}
+            header = json.loads(handle.read(length))
+    except (OSError, struct.error, ValueError):
+        return {}
+    data_start = 8 + length
+    entries = {}
+    for name, info in header.items():
+        if name == "__metadata__" or not isinstance(info, dict) or info.get("dtype") not in SAFETENSORS_DTYPES:
+            continue
+        begin, end = info["data_offsets"]
+        entries[name] = _Entry(path, SAFETENSORS_DTYPES[info["dtype"]], tuple(info["shape"]),
+                               data_start + begin, data_start + end)
+    return entries

@@ -1,0 +1,88 @@
+"""The two replacement linear layers: a oneDNN-prepacked one and an int8 weight-only one.
+
+Both compute y = x W^T + b like the `nn.Linear` they replace, on the CPU only, through
+torch operators whose names start with an underscore (not covered by torch's
+compatibility promise). engine/loading/kernel_probe.py therefore runs each once at load
+on a small matrix against `F.linear`; the loader uses a kernel only when its probe
+agrees, and records which kernels run (engine/kernel_names.py).
+
+- `PackedLinear` holds W reordered once into oneDNN's blocked layout
+  (`torch.ops.mkldnn._reorder_linear_weight`, run by `_linear_pointwise`). Why it exists:
+  engine/loading/cpu_kernels.py. Float32 stays float32 (only the summation order differs).
+- `Int8Linear` holds W as int8 with one scale per output row (symmetric, max |w| -> 127)
+  and multiplies through `torch._weight_int8pack_mm` with bfloat16 activations. Weight-only
+  quantization treats every input row on its own: a row's result never depends on the
+  other rows of the batch (per-tensor dynamic activation scales, as torch's deprecated
+  `quantized.dynamic` layers used, would make it). It is used for draft models only: the
+  target decides every emitted token and always keeps its float weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+PACK_ROWS_HINT = 4          # oneDNN picks its blocking for about this many rows (1..8 all stay near one step)
+INT8_LIMIT = 127            # symmetric: -127..127, so w = q * scale with scale = max |w| / 127
+
+
+class PackedLinear(nn.Module):
+    """y = x W^T + b with W held in oneDNN's prepacked layout (no plain copy is kept)."""
+
+    def __init__(self, in_features: int, out_features: int, packed_weight: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.packed_weight = packed_weight
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> "PackedLinear":
+        """Pack `weight` (out x in); the caller checked that this CPU packs its dtype (kernel_probe)."""
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACK_ROWS_HINT)
+        return cls(weight.shape[1], weight.shape[0], packed, None if bias is None else bias.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, oneDNN prepacked"
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W as int8 rows and a scale per row (weight-only; bfloat16 activations)."""
+
+    def __init__(self, weight_int8: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None,
+                 out_dtype: torch.dtype):
+        super().__init__()
+        self.in_features = weight_int8.shape[1]
+        self.out_features = weight_int8.shape[0]
+        self.out_dtype = out_dtype
+        self.register_buffer("weight_int8", weight_int8)
+        self.register_buffer("scales", scales)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> "Int8Linear":
+        """Quantize `weight` (out x in) row by row: scale = max |w| / 127 (rounded to bfloat16, the
+        dtype the kernel reads it in), q = round(w / scale)."""
+        weight = weight.detach()
+        scales = (weight.abs().amax(dim=1).float() / INT8_LIMIT).clamp_min(torch.finfo(torch.bfloat16).tiny)
+        scales = scales.to(torch.bfloat16)
+        quantized = torch.round(weight.float() / scales.float()[:, None]).clamp_(-INT8_LIMIT, INT8_LIMIT)
+        return cls(quantized.to(torch.int8).contiguous(), scales, bias, weight.dtype)
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The weight this layer multiplies by, in float32 (what the probe compares against)."""
+        return self.weight_int8.float() * self.scales.float()[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        y = torch._weight_int8pack_mm(rows, self.weight_int8, self.scales).to(self.out_dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                "int8 weights per output row, bfloat16 activations")

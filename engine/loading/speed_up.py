@@ -1,0 +1,55 @@
+"""Put a loaded pair on the fast CPU kernels (engine/loading/cpu_kernels.py), each behind its
+probe, and record which kernels run (engine/kernel_names.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from transformers import PreTrainedModel
+
+from engine.decode.pair import ModelPair
+from engine.kernel_names import STOCK
+from engine.loading.checkpoint_files import CheckpointFiles
+from engine.loading.cpu_kernels import (kernel_of, packed_layer_count, prepack_linear_layers, quantize_int8,
+                                        release_mapped_weights)
+from engine.loading.gguf_cache import first_line
+from engine.loading.kernel_probe import probe_prepacked
+
+Progress = Callable[[float, str], None]
+
+
+def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
+              files: dict[str, CheckpointFiles]) -> ModelPair:
+    """CPU kernels (engine/loading/cpu_kernels.py), each behind its probe: quantize an int8 draft;
+    prepack the target, whose forwards verify several tokens at once, and a bfloat16 draft (faster
+    even one token at a time). Weights are read from their files (`files`) as they are converted,
+    and the converted models keep no reference to the mapped files. Records the kernels that run."""
+    target_files, draft_files = files.get("target"), files.get("draft")
+    if pair.draft is not None and draft_dtype == "int8":
+        report(0.9, "quantizing the draft to int8")
+        quantize_int8(pair.draft, draft_files or CheckpointFiles(None))
+        pair.draft_dtype = "int8"
+    if prepack and pair.device.type == "cpu":
+        report(0.93, "prepacking the target's weights for fast verification")
+        _prepack(pair.target, target_files, report)
+        if pair.draft is not None and draft_dtype == "bfloat16":
+            _prepack(pair.draft, draft_files, report)
+        pair.prepacked = packed_layer_count(pair.target) > 0
+    pair.target_kernel, pair.draft_kernel = kernel_of(pair.target), kernel_of(pair.draft)
+    for model, kernel, model_files in ((pair.target, pair.target_kernel, target_files),
+                                       (pair.draft, pair.draft_kernel, draft_files)):
+        if model is not None and kernel != STOCK and model_files is not None:    # a plain model stays mapped
+            release_mapped_weights(model, model_files)
+    return pair
+
+
+def _prepack(model: PreTrainedModel, files: CheckpointFiles | None, report: Progress) -> None:
+    """Prepack one model, or say in the progress why it keeps the stock kernels."""
+    reason = probe_prepacked(next(model.parameters()).dtype)
+    if reason is not None:
+        report(0.95, f"keeping the stock kernels: {reason}")
+        return
+    try:
+        prepack_linear_layers(model, files or CheckpointFiles(None))
+    except RuntimeError as error:       # an unusual oneDNN build: layers already swapped stay, the rest stay plain
+        report(0.97, f"prepacking stopped ({first_line(error)}); the remaining layers use the stock kernels")

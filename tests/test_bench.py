@@ -1,0 +1,49 @@
+"""bench.py on tiny-random: every default row runs, both references divide every row, greedy rows
+are checked against the stock target-only output, and the figure draws the headline rows with
+their theory ceilings. (Speed itself is only ever claimed by bench.py's own run, never asserted.)"""
+
+from __future__ import annotations
+
+import json
+
+import bench
+from benchmarks.configurations import CONFIGURATIONS, REFERENCE_SAME_KERNELS, REFERENCE_STOCK, selected
+from benchmarks.figure import speedup_svg
+from benchmarks.table import closing_note
+
+
+def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_path, capsys):
+    out, figure = tmp_path / "results.json", tmp_path / "speedup.svg"
+    assert bench.main(["--quick", "--no-startup", "--max-new-tokens", "6", "--temperatures", "0,0.7",
+                       "--out", str(out), "--figure", str(figure)]) == 0
+    results = json.loads(out.read_text())
+    rows = {(r["name"], r["temperature"]): r for r in results["rows"]}
+    for temperature in (0.0, 0.7):
+        assert rows[(REFERENCE_STOCK, temperature)]["speedup"] == 1.0
+        assert rows[(REFERENCE_SAME_KERNELS, temperature)]["vs_same_kernels"] == 1.0
+        best = rows[(bench.BEST, temperature)]
+        assert best["speedup"] and best["vs_same_kernels"] and best["vs_assisted"]
+        assert abs(best["speedup"] / best["vs_same_kernels"]
+                   - rows[(REFERENCE_SAME_KERNELS, temperature)]["speedup"]) < 0.01 * best["speedup"] + 1e-3
+    assert all(r["identical"] is True for r in results["rows"] if r["temperature"] == 0)   # lossless greedy, every row
+    printed = capsys.readouterr().out
+    assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
+    assert closing_note(results, bench.BEST) in printed
+    svg = figure.read_text()
+    headline = [r for r in results["rows"] if r["headline"]]
+    assert svg.count("<rect") == 1 + 2 + len(headline) and svg.count("<title>theory") == len(headline)
+
+
+def test_the_default_selection_is_small_and_the_grid_holds_everything():
+    default = selected(grid=False, only=[], k=5)
+    assert [c.name for c in default[:2]] == [REFERENCE_STOCK, REFERENCE_SAME_KERNELS]
+    assert len(default) < len(CONFIGURATIONS) == len(selected(grid=True, only=[], k=5))
+    narrowed = selected(grid=True, only=["n-gram"], k=5)
+    assert [c.name for c in narrowed][2:] == ["SpecViz, n-gram drafter"]
+
+
+def test_the_figure_marks_a_missing_theory_without_a_tick():
+    results = {"preset": "p", "max_new_tokens": 8, "prompts": {"a": "b"},
+               "rows": [{"name": "x", "temperature": 0.0, "headline": True, "speedup": 2.0, "theoretical_speedup": None}]}
+    svg = speedup_svg(results)
+    assert "2.00x" in svg and "<title>theory" not in svg
