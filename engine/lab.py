@@ -1,9 +1,10 @@
 """Lab mode: the engine as it stands after each of the lab's problems A-D.
 
 Each stage switches pieces of the correct engine off (SpecConfig.carryover,
-cutoff_mode), so a class can watch what breaks without each piece. Analysis
-helpers find where a run first leaves target-only output and how far each
-cache drifts from the committed length.
+cutoff_mode), so a class can watch what breaks without each piece; the tree stage
+(TREE_STAGE, after D) keeps the correct engine and drafts a token tree instead of
+a chain. Analysis helpers find where a run first leaves target-only output and
+how far each cache drifts from the committed length.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ class LabStage:
     carryover: bool
     cutoff_mode: str
     explanation: str
+    tree_nodes: int = 0              # > 0: the stage drafts a token tree of this many nodes (docs/architecture.md §2)
+    tree_branch: int = SpecConfig.tree_branch
 
     def apply(self, config: SpecConfig) -> SpecConfig:
-        return config.replace(carryover=self.carryover, cutoff_mode=self.cutoff_mode)
+        return config.replace(carryover=self.carryover, cutoff_mode=self.cutoff_mode, tree_nodes=self.tree_nodes,
+                              tree_branch=self.tree_branch)
 
 
 LAB_STAGES: tuple[LabStage, ...] = (
@@ -37,8 +41,8 @@ LAB_STAGES: tuple[LabStage, ...] = (
     LabStage("B", "B. + bonus-token carryover", True, "none",
              "After a step where every draft was accepted, the draft model is now fed the last draft token "
              "it proposed but never ingested, together with the bonus token. Its cache no longer misses a "
-             "position, but rejected positions still pile up in both caches: the cache lines climb above "
-             "the committed length at every rejection."),
+             "position (stage A's dashed 'missing' line is gone), but rejected positions still pile up in both "
+             "caches: the stale lines climb at every rejection, so acceptance does not recover."),
     LabStage("C", "C. + cache cutoff by zero-filling", True, "zero_fill",
              "Rejected positions are now zeroed in place (the lab's problem C answer). Their values are "
              "gone, but the slots remain: nothing is removed, so the KV records count them as stale, and "
@@ -49,6 +53,17 @@ LAB_STAGES: tuple[LabStage, ...] = (
              "max(0, k - accepted - 1). Every cache equals a fresh prefill of the committed text again, "
              "and greedy output is token for token what the target alone writes."),
 )
+
+
+TREE_STAGE = LabStage(
+    "T", "T. D, drafting a token tree", True, "truncate",
+    "The correct engine (D), but each step drafts a token tree instead of a chain: each node offers the draft's "
+    "3 most probable next tokens as children, and the 16 candidates the draft rates likeliest (the product of its "
+    "probabilities along their line) form the tree, at most k deep. The target checks every node in one forward, "
+    "each node attending only to the committed text and its own ancestors. The longest branch the target agrees with is "
+    "kept, so more tokens survive each target forward; but that forward now reads 16 nodes instead of k + 1 "
+    "tokens, which costs time on a CPU. Greedy output is still exactly the target's own.",
+    tree_nodes=16, tree_branch=3)
 
 
 def stage(key: str) -> LabStage:
@@ -67,6 +82,31 @@ def first_divergence(trace: Trace, reference_ids: Sequence[int]) -> int | None:
                 return step.index
             position += 1
     return None
+
+
+@dataclass(frozen=True)
+class CachePositions:
+    """One cache after one step's cutoff, against what a correct engine holds there."""
+
+    stale: int            # positions kept that hold no committed text (rejected drafts, kept or zero-filled)
+    missing: int          # committed positions the cache never fed (d_k skipped without the carryover)
+    known: bool = True    # False: a specviz.trace/1 record, whose stale count is unknown (only the net)
+
+
+def cache_positions(trace: Trace) -> list[tuple[CachePositions, CachePositions | None]]:
+    """Per step, the (target, draft) cache's stale and missing positions, apart: the KV records'
+    cumulative `stale`, and the missing ones as stale minus the drift (`cache_drift`)."""
+    counts = []
+    for step, (target, draft) in zip(trace.steps, cache_drift(trace)):
+        counts.append((_split(target, step.kv_target.stale),
+                       None if draft is None or step.kv_draft is None else _split(draft, step.kv_draft.stale)))
+    return counts
+
+
+def _split(drift: int, stale: int | None) -> CachePositions:
+    if stale is None:
+        return CachePositions(max(drift, 0), max(-drift, 0), known=False)
+    return CachePositions(stale, stale - drift)
 
 
 def cache_drift(trace: Trace) -> list[tuple[int, int | None]]:

@@ -24,6 +24,8 @@ class Controls(ComponentFields):
     prompt: str
     k: Any
     adaptive_k: bool
+    tree_nodes: Any
+    tree_branch: Any
     temperature: Any
     top_p: Any
     top_k: Any
@@ -41,7 +43,8 @@ class Controls(ComponentFields):
         temperature = _real(self.temperature, "temperature")
         policy.check_ranges(k, max_new_tokens, temperature)          # the page's ranges, named in the message
         config = SpecConfig(
-            k=k, adaptive_k=_flag(self.adaptive_k, "adaptive k"), temperature=temperature,
+            k=k, adaptive_k=_flag(self.adaptive_k, "adaptive k"), tree_nodes=_whole(self.tree_nodes, "tree nodes"),
+            tree_branch=_whole(self.tree_branch, "tree branch"), temperature=temperature,
             top_p=_real(self.top_p, "top-p"), top_k=_whole(self.top_k, "top-k"), max_new_tokens=max_new_tokens,
             seed=_whole(self.seed, "seed"), drafter=_text(self.drafter, "the drafter"))
         request = RunRequest(models=self._models(), prompt=prompt, config=config,

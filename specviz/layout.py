@@ -1,5 +1,6 @@
-"""The page: a header with the large-text toggle, then three tabs, each built by its own folder:
-Run (specviz/run/tab.py), Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
+"""The page: a header with the large-text toggle and the model status line (specviz/load_status.py),
+then four tabs, each built by its own folder: Run (specviz/run/tab.py), Race (specviz/race/tab.py),
+Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
 
 `build_demo(runner)` builds the Blocks; the caller launches it with the theme and css
 (Gradio 6 takes both in `launch()`, see app.py).
@@ -11,11 +12,15 @@ from typing import Callable
 
 import gradio as gr
 
-from specviz.assets import ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_lab_traces, load_recorded_sweep
+from engine.race import Race
+from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_lab_traces, load_recorded_race,
+                            load_recorded_sweep)
 from specviz.explore.tab import explore_tab
 from specviz.lab.tab import lab_tab
 from specviz.lab.views import KEYS, LabSet, recorded_lab
+from specviz.load_status import load_status_line
 from specviz.policy import Policy
+from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
 from specviz.runner import Runner
 
@@ -26,15 +31,19 @@ INTRO = (
     "<b>one</b> forward pass, keeps the longest prefix it agrees with, and adds one token of its own. "
     "Every step below was recorded: scrub through it, or press <b>Run</b> to record your own.</p></div>"
 )
-LARGE_TEXT_JS = "(large) => { document.body.classList.toggle('sv-large', large); }"
+# Plotly sizes a chart to its box only when the window resizes: after the large-text class or a tab
+# switch changes the boxes (large text gives side-by-side charts a full row each), a resize event
+# refits every visible chart (Plotly skips hidden ones, hence the tab switch too).
+REFIT_JS = "requestAnimationFrame(() => window.dispatchEvent(new Event('resize')))"
+LARGE_TEXT_JS = f"(large) => {{ document.body.classList.toggle('sv-large', large); {REFIT_JS}; }}"
 
 
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
                demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
-               lab: LabSet | None = None) -> gr.Blocks:
+               lab: LabSet | None = None, race: tuple[Race | None, str] | None = None) -> gr.Blocks:
     """The Blocks app; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU Spaces); `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
-    sweep and lab set shown first come from assets/ unless given."""
+    sweep, lab set and race (with its file name) shown first come from assets/ unless given."""
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
@@ -44,9 +53,12 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
-        with gr.Tabs(elem_id="sv-tabs"):
+        load_status_line(demo, runner)
+        with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
                 run_tab(runner, demo_trace, policy, large, width, gpu)
+            with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
+                race_tab(runner, policy, *(race if race is not None else load_recorded_race(ASSETS_DIR)), gpu)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
                 explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
                             policy, gpu)
@@ -54,5 +66,6 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
                 lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)),
                         policy, gpu)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
+        tabs.select(None, js=f"() => {{ {REFIT_JS}; }}")
         demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")
     return demo

@@ -43,13 +43,18 @@ LABELS = {
     "accepted": "accepted draft",
     "rejected": "rejected draft",
     "unverified": "unverified (after a rejection)",
-    "recovered": "recovered (target resample)",
+    "recovered": "recovered (target's token at the rejection)",
     "bonus": "bonus (target, all accepted)",
     "carryover": "carryover fed to draft",
 }
 
 
 NARROW_WIDTH = 700         # viewport pixels below which the page is laid out for a phone
+PAGE_WIDTH = 1600          # .gradio-container's max-width (assets/specviz.css)
+VIEWS_SHARE = 0.64         # a desktop chart's width / the page's: the views column (measured 896 of 1400 px)
+PHONE_GUTTER = 64          # a phone chart's width = the viewport's minus the page's padding (326 of 390 px)
+TITLE_INDENT = 60          # a title starts at the plot area, the left margin in (specviz/figures/common.py)
+CHAR_EM = 0.55             # a generous average width of one character, in font sizes (bold: CHAR_EM + 0.03)
 
 
 @dataclass(frozen=True)
@@ -63,12 +68,24 @@ class FigureStyle:
     cell_chars: int = 6
     cache_steps: int = 12             # few enough that a cut of one position is visible
     narrow: bool = False              # a phone: side-by-side panels stack
+    line_px: int | None = None        # the width a title or legend line has; None: unknown, lines are not wrapped
+
+    def line_chars(self, size: int, bold: bool = False) -> int | None:
+        """How many characters of text at `size` px fit on one line (None: no limit known)."""
+        if self.line_px is None:
+            return None
+        return max(12, int(self.line_px / (size * (CHAR_EM + (0.03 if bold else 0.0)))))
 
     @classmethod
     def for_screen(cls, large: bool = False, width: float | None = None) -> "FigureStyle":
-        """Larger fonts for a projector; fewer steps at once on a narrow (phone) screen of `width` pixels."""
+        """Larger fonts for a projector; fewer steps at once on a narrow (phone) screen of `width` pixels;
+        with a `width`, titles, subtitles and legend entries wrap to the chart's width (figures/common.py)."""
         style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
-        if isinstance(width, (int, float)) and 0 < width < NARROW_WIDTH:     # API callers may send anything
+        if not isinstance(width, (int, float)) or not 0 < width < 100_000:   # API callers may send anything
+            return style
+        chart_px = width - PHONE_GUTTER if width < NARROW_WIDTH else min(width, PAGE_WIDTH) * VIEWS_SHARE
+        style = dataclasses.replace(style, line_px=max(120, int(chart_px - TITLE_INDENT)))
+        if width < NARROW_WIDTH:
             steps = max(4, int(width // (70 if large else 52)))
             style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4, narrow=True,
                                         cell_font_size=style.cell_font_size - 1)

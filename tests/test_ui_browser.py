@@ -203,8 +203,9 @@ def test_stop_keeps_the_partial_trace_and_the_app_stays_usable(browser, slow_app
     upload(page, good)
     wait_status(page, "Replaying an uploaded trace: 3 steps")
     wait_cells(page, "accepted", "n === 5")
-    page.click("#sv-export")                                  # downloads: the trace JSON and the figure page
-    page.wait_for_selector("#sv-files [aria-label='specviz-figures.html']")
+    page.click("#sv-export")                 # downloads: the zip, the trace JSON, one page per figure, plotly.min.js
+    page.wait_for_selector("#sv-files [aria-label='specviz-export.zip']")
+    assert page.locator("#sv-files [aria-label='plotly.min.js']").count() == 1
     assert page.locator("#sv-files [aria-label='specviz-trace.json'] >> xpath=..").locator("a[download]").count() == 1
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"schema": "specviz.trace/1"}), encoding="utf-8")
@@ -285,7 +286,7 @@ def test_lab_tab_records_every_stage_on_tiny_random(browser, tiny_app):
     page.get_by_role("option", name="tiny-random").click()
     page.fill("#sv-lab-prompt textarea", "Write a palindrome check in Python.")
     page.click("#sv-lab-run")
-    wait_text(page, "#sv-lab-status", "Recorded all 5 runs")
+    wait_text(page, "#sv-lab-status", "Recorded all 6 runs")
     wait_true(page, f"({DIVERGENCE_JS})() === 1")                     # stage A leaves target-only: a red line
     wait_text(page, "#sv-lab-verdict", "output leaves target-only decoding")
     page.screenshot(path=str(ARTIFACTS / "browser-lab.png"), full_page=True)

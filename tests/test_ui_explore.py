@@ -297,8 +297,9 @@ def test_a_small_tiny_random_sweep_gives_a_complete_table_and_figures(engine_run
     for name in ("acceptance", "length", "speedup"):
         heat = [t for t in views[name].data if t.meta == name][0]
         assert sum(v is not None for row in heat.z for v in row) == 4
-    assert [t.meta for t in views["theory"].data if str(t.meta).startswith("model")] == ["model.length",
-                                                                                         "model.speedup"]
+    assert all(c.verify_cost is not None and c.draft_cost is not None for c in table.cells)   # measured costs
+    assert [t.meta for t in views["theory"].data if str(t.meta).startswith("model")] == [
+        "model.length", "model.speedup", "model.speedup_measured_verify"]
 
 
 def test_the_sweep_handler_on_tiny_random(engine_runner):
@@ -318,3 +319,26 @@ def test_draft_model_vs_ngram_on_tiny_random(engine_runner):
     assert a.output.token_ids == b.output.token_ids                   # greedy float32: both are target-only
     assert "identical output" in table
     assert any(t.meta == "accepted" for t in timeline_a.data) and timeline_b.data
+
+
+def test_the_side_panel_follows_the_sweep_on_screen():
+    from specviz.assets import ASSETS_DIR, load_examples
+    from specviz.explore.settings import SETTING_NAMES, settings_note, settings_values
+    examples = [e.prompt for e in load_examples(ASSETS_DIR)]
+    ks = list(range(1, 9))
+    document = make_sweep(ks=(2, 5), temperatures=(0.3,), prompts=(examples[1], "not an example prompt"))
+    document["meta"].update(seeds=[3, 4], max_new_tokens=48)
+    table = SweepTable.from_dict(document)
+    shown = dict(zip(SETTING_NAMES, settings_values(table, ks, examples)))
+    assert shown == {"ks": [2, 5], "temperatures": [0.3], "prompts": [examples[1]], "seeds": "3, 4",
+                     "max_new_tokens": 48}
+    note = settings_note(table, "the uploaded sweep's", ks, examples)
+    assert note.startswith("Set to the uploaded sweep's settings")
+    assert "1 prompt not among the examples" in note                 # what the controls cannot tick is said
+    document["meta"].update(ks=[2, 9], max_new_tokens=1000)
+    note = settings_note(SweepTable.from_dict(document), "the uploaded sweep's", ks, examples)
+    assert "k = 9" in note and "1000 new tokens" in note
+    nothing_offered = SweepTable.from_dict(make_sweep(ks=(9,), prompts=("not an example prompt",)))
+    assert dict(zip(SETTING_NAMES, settings_values(nothing_offered, ks, examples)))["prompts"] == []  # none ran
+    assert "Not offered" not in settings_note(SweepTable.from_dict(make_sweep(prompts=examples[:1])), "x", ks,
+                                              examples)

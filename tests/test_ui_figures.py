@@ -56,7 +56,9 @@ def test_timeline_places_cells_by_step_and_position():
     carry = by_meta(fig, "carryover")
     assert list(carry.x) == [1]                                            # fed at the start of the next step
     recovered = trace.steps[0].emitted[-1].text                          # step 0 rejected d2: its recovered token
-    assert list(carry.text) == [recovered] and carry.hovertext[0].endswith(f"before drafting:<br>{recovered}")
+    assert list(carry.text) == [recovered] and f"<br>{recovered}<br>" in carry.hovertext[0]
+    assert "the token the target chose where the previous step rejected d2" in carry.hovertext[0]
+    assert "bonus" not in carry.hovertext[0]                             # one recovered token, not d_k + bonus
     assert [trace.name for trace in fig.data if trace.meta in LABELS] == [trace.name for trace in fig.data]
 
 
@@ -189,3 +191,37 @@ def test_timeline_legend_lists_every_colour_from_the_first_step():
                                                    "carryover"]
     assert placed(by_meta(fig, "rejected")) == [] and len(placed(by_meta(fig, "accepted"))) == 4
     assert list(fig.layout.xaxis.range) == [-0.5, 7.5]         # room for 8 steps: the first is not stretched
+
+
+def test_timeline_hover_says_argmax_when_greedy_and_residual_only_when_sampling():
+    greedy = timeline_figure(make_trace([1, 4]))
+    hovers = [h for trace in greedy.data for h in trace.hovertext if h]
+    assert not any("max(0, p − q)" in h or "resampl" in h or "drawn from" in h for h in hovers)
+    assert "the target's argmax at d2, which replaces the rejected draft" in by_meta(greedy, "recovered").hovertext[0]
+    assert "the target's argmax after all 4 drafts" in by_meta(greedy, "bonus").hovertext[0]
+    assert "≠ the target's argmax" in by_meta(greedy, "rejected").hovertext[0]
+    sampled = timeline_figure(make_trace([1, 4], sampling=True))
+    assert "drawn from the residual norm(max(0, p − q)) after d2" in by_meta(sampled, "recovered").hovertext[0]
+    assert "drawn from the target's p after all 4" in by_meta(sampled, "bonus").hovertext[0]
+
+
+def test_token_kinds_differ_by_pattern_as_well_as_colour():
+    fig = timeline_figure(make_trace([1, 4]))
+    shapes = {name: (by_meta(fig, name).marker.pattern.shape or "") for name in ("accepted", "rejected", "recovered",
+                                                                                  "bonus")}
+    assert shapes["accepted"] == "" and len({shapes["rejected"], shapes["recovered"], shapes["bonus"]} - {""}) == 3
+    kv = kv_cache_figure(make_trace([1, 4]))
+    assert by_meta(kv, "draft.cutoff").marker.pattern.shape and not by_meta(kv, "target.cutoff").marker.pattern.shape
+    assert COLORS["accepted"] == "#009E73" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
+
+
+def test_acceptance_figures_name_tokens_per_step_and_explain_a():
+    trace = make_trace([4, 1, 0, 2])
+    per_step = per_step_figure(trace)
+    running = by_meta(per_step, "running")
+    assert running.name.startswith("tokens per step") and "accepted + 1" in running.name
+    assert "mean acceptance length" in running.hovertemplate
+    assert "a = accepted / checked drafts" in position_figure(trace).layout.title.subtitle.text
+    histogram = histogram_figure(trace).layout.title
+    assert histogram.text == "<b>Drafts accepted per step: histogram</b>"
+    assert "the chance that the target accepts a draft it checks" in histogram.subtitle.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -12,8 +13,10 @@ import pytest
 
 from engine.trace import Trace
 from fakes import FakeRunner
+from specviz.assets import DemoTrace
 from specviz.controls import Controls
 from specviz.run.handlers import Handlers
+from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
 from specviz.runner import CUSTOM
 from specviz.run.views import Views, render
 from trace_factory import make_trace
@@ -23,8 +26,8 @@ NAMES = Views.names()
 
 def controls(**changes):
     values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
-                  adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, max_new_tokens=64, seed=0,
-                  draft_dtype="float32", target_dtype="float32", with_baseline=False)
+                  adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
+                  max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
     values.update(changes)
     return [values[name] for name in Controls.names()]
 
@@ -155,17 +158,38 @@ def test_stop_ends_the_run_after_the_current_step_and_keeps_the_partial_trace():
 def test_scrubber_prev_next_and_select():
     handlers = Handlers(FakeRunner())
     trace = make_trace([4, 1, 0, 2, 3])
-    timeline, kv, detail = handlers.select_step(trace, 2.0, False, None)
+    timeline, kv, detail, tree, output = handlers.select_step(trace, 2.0, False, None)
     assert "Step 2" in detail and any(shape.x0 == 1.5 for shape in timeline.layout.shapes)
-    assert kv.data
-    slider, _, _, detail = handlers.next_step(trace, 2, False, None)
-    assert slider["value"] == 3 and "Step 3" in detail
-    slider, _, _, detail = handlers.previous_step(trace, 0, False, None)
+    assert kv.data and tree["visible"] is False                     # a chain run has no tree to show
+    selected = re.findall(r"<span class='sv-out sv-\w+ sv-selected' title='step (\d+)", output)
+    assert selected == ["2"] * trace.steps[2].num_emitted           # the output outlines the step's tokens
+    slider, _, _, detail, _, output = handlers.next_step(trace, 2, False, None)
+    assert slider["value"] == 3 and "Step 3" in detail and output.count(" sv-selected' title=") == trace.steps[3].num_emitted
+    slider, _, _, detail, _, _ = handlers.previous_step(trace, 0, False, None)
     assert slider["value"] == 0 and "Step 0" in detail             # clamped at the first step
-    slider, _, _, detail = handlers.next_step(trace, 4, False, None)
+    slider, _, _, detail, _, _ = handlers.next_step(trace, 4, False, None)
     assert slider["value"] == 4
-    _, _, _, detail = handlers.next_step(None, 0, False, None)
+    _, _, _, detail, _, _ = handlers.next_step(None, 0, False, None)
     assert "No step" in detail
+    *_, output = handlers.select_step(trace, 99, False, None)      # clamped to the last step
+    assert output.count(" sv-selected' title=") == trace.steps[-1].num_emitted
+
+
+def test_a_recorded_run_is_offered_and_sets_the_controls():
+    greedy, sampled = make_trace([4, 1, 0]), make_trace([2, 4, 1, 0], sampling=True, prompt="Sampled haiku")
+    runs = RecordedRuns(DemoTrace(greedy, "g.json", choices=(("g.json", greedy), ("s.json", sampled))))
+    assert runs.choices() == [("greedy (T = 0) · k = 4 · 3 steps", "g.json"),
+                              ("sampled (T = 0.8) · k = 4 · 4 steps", "s.json")]
+    out = runs.show("s.json", False, None)
+    views = dict(zip(NAMES, out[:len(NAMES)]))
+    controls = dict(zip(CONTROL_FIELDS, out[len(NAMES):]))
+    assert views["trace"] is sampled and "s.json" in views["status"] and "temperature 0.8" in views["status"]
+    assert views["scrubber"]["value"] == 0 and "Step 0" in views["detail"]
+    assert controls["prompt"]["value"] == "Sampled haiku" and controls["temperature"]["value"] == 0.8
+    assert controls["k"]["value"] == 4 and controls["max_new_tokens"]["value"] == sampled.config.max_new_tokens
+    with pytest.raises(gr.Error, match="no recorded trace named"):
+        runs.show("missing.json", False, None)
+    assert [name for _, name in RecordedRuns(DemoTrace(greedy, "g.json")).choices()] == ["g.json"]
 
 
 def test_upload_replays_a_trace_and_rejects_bad_files():
@@ -183,14 +207,23 @@ def test_upload_replays_a_trace_and_rejects_bad_files():
         handlers.upload(b"", False, None)
 
 
-def test_export_writes_the_trace_and_a_standalone_figure_page():
+def test_export_frames_the_selected_step_and_shares_one_plotly_js():
+    import zipfile
     trace = make_trace([4, 1, 0])
-    paths = [Path(p) for p in Handlers(FakeRunner()).export(trace)]
+    paths = [Path(p) for p in Handlers(FakeRunner()).export(trace, 1)]
     names = [p.name for p in paths]
-    assert names[:2] == ["specviz-trace.json", "specviz-figures.html"]
-    assert Trace.load(paths[0]) == trace
-    page = paths[1].read_text(encoding="utf-8")
-    assert page.count("Plotly.newPlot") == 5 and "<script src=" not in page       # plotly.js inlined once
+    assert names[:2] == ["specviz-export.zip", "specviz-trace.json"] and names.count("plotly.min.js") == 1
+    assert Trace.load(paths[1]) == trace
+    pages = [p for p in paths if p.suffix == ".html"]
+    assert len(pages) == 5
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert '<script charset="utf-8" src="plotly.min.js"></script>' in text and len(text) < 300_000
+    assert (paths[0].parent / "plotly.min.js").stat().st_size > 1_000_000          # the one copy of plotly.js
+    timeline = next(p for p in pages if p.name == "specviz-timeline.html").read_text(encoding="utf-8")
+    assert '"x0":0.5,"x1":1.5' in timeline.replace(" ", "")                           # step 1 is framed
+    with zipfile.ZipFile(paths[0]) as bundle:
+        assert sorted(bundle.namelist()) == sorted(f"specviz-export/{name}" for name in names[1:])
     with pytest.raises(gr.Error, match="Nothing to export"):
         Handlers(FakeRunner()).export(None)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from html import escape
+from html import escape, unescape
 
 from engine.metrics import BaselineStats
 from engine.records import CacheLengths
@@ -34,22 +34,31 @@ def test_cache_sentence_says_what_a_lab_mode_left_in_place():
 
 def test_step_detail_spells_out_stale_positions_of_a_lab_run():
     trace = with_stale(make_trace([4, 1, 0]))
-    html = step_detail_html(trace, 2)
-    assert "target cache 21 → 26: 4 rejected positions left in place, 7 stale in total" in html
-    assert "draft cache 20 → 24: 3 rejected positions left in place, 5 stale in total" in html
-    assert "2 rejected positions zero-filled in place" in step_detail_html(with_stale(make_trace([4, 1, 0]), True), 1)
+    html = unescape(step_detail_html(trace, 2))
+    assert "target cache 21 → 26<" in html and "draft cache 20 → 24<" in html
+    assert ("d1 was rejected and d2–d4 after it were never checked, but this lab mode removes nothing: 4 positions "
+            "left in place, now stale (7 stale in total); a correct engine would cut k − accepted = 4 − 0 = 4.") in html
+    assert "3 positions left in place, now stale (5 stale in total)" in html
+    assert "Before: 21 positions (18 of committed text + 3 stale) for 19 committed tokens" in html
+    zero = unescape(step_detail_html(with_stale(make_trace([4, 1, 0]), True), 1))
+    assert "2 positions zero-filled in place, now stale (2 stale in total)" in zero
 
 
 def test_step_detail_shows_p_q_ratio_draw_and_residual_at_a_sampled_rejection():
     trace = make_trace([4, 1], sampling=True)
-    html = step_detail_html(trace, 1)
+    html = unescape(step_detail_html(trace, 1))
     assert "Step 1" in html and "1 of 4 drafts accepted" in html
     assert "0.600" in html and "0.200" in html and "0.333" in html and "0.433" in html
+    assert "u = 0.433 ≥ 0.333: reject" in html and "min(1, p/q) = 0.333" in html
     assert "✗ rejected" in html and "– unverified" in html
     assert "residual" in html and "norm(max(0, p − q))" in html and "0.550" in html
-    assert "target cache 16 → 21 → 18: 3 rejected positions cut" in html
-    assert "draft cache 15 → 20 → 18: 2 rejected positions cut" in html
+    assert "◀ drawn: the recovered token" in html and "the residual's most likely one (0.550)" in html
+    assert "1 − Σ min(p, q) = 1 − 0.700 = 0.300" in html
+    assert "target cache 16 → 21 → 18<" in html and "so 3 positions are cut: k − accepted = 4 − 1 = 3." in html
+    assert "draft cache 15 → 20 → 18<" in html
+    assert "so 2 positions are cut: max(0, k − accepted − 1) = max(0, 4 − 1 − 1) = 2" in html
     assert "Carryover" in html and "sv-carryover" in html        # step 1 gets d4 + bonus of step 0
+    assert "the previous step's last draft d4" in html and "the previous step's bonus token" in html
 
 
 def test_step_detail_greedy_rejection_names_the_argmax_and_a_full_accept_the_bonus():
@@ -75,7 +84,11 @@ def test_output_html_marks_origins_and_escapes():
     assert "&lt;b&gt;bold?&lt;/b&gt; &amp; more" in html
     emitted = [t for s in trace.steps for t in s.emitted]
     for kind in ("accepted", "recovered", "bonus"):
-        assert html.count(f"class='sv-out sv-{kind}'") == sum(t.kind == kind for t in emitted)
+        assert html.count(f"class='sv-out sv-{kind}' title=") == sum(t.kind == kind for t in emitted)
+    assert "sv-selected" not in html
+    selected = output_html(trace, 1)
+    assert selected.count("sv-selected' title='step 1:") == trace.steps[1].num_emitted
+    assert "sv-selected' title='step 0" not in selected
     assert "incomplete" not in html
     assert "incomplete" in output_html(make_trace([1], complete=False))
 
@@ -85,7 +98,9 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "predicted speedup" in html and "α = Σ min(p, q) = 0.70" in html and "c = 0.30" in html
+    assert "predicted speedup" in html and "α = Σₓ min(p(x), q(x)) = 0.70, the overlap of" in html and "c = 0.30" in html
+    assert ">tokens per step<" in html and "mean accepted length" not in html
+    assert "vLLM calls this the mean acceptance length" in html and "accepted drafts + 1" in html
     assert "speedup vs target-only" not in html and "(checked)" not in html
     assert "exact up to float rounding at near ties</span>" in html and escape(Exactness.UP_TO_ROUNDING.note) in html
     same = make_trace([4, 1], baseline=BaselineStats(tokens_per_s=10.0, identical=True, wall_s=1.0))
@@ -97,7 +112,7 @@ def test_metrics_without_and_with_baseline():
     differs = make_trace([4, 1], target_dtype="bfloat16",
                          baseline=BaselineStats(tokens_per_s=10.0, identical=False, exact_expected=False))
     html = metrics_html(differs)
-    assert "(checked; allowed here)" in html and escape(Exactness.NEAR_TIES_MAY_FLIP.note) in html
+    assert "(checked; allowed here: near ties may flip)" in html and escape(Exactness.NEAR_TIES_MAY_FLIP.note) in html
     assert "near ties may flip</span>" in metrics_html(make_trace([4, 1], target_dtype="bfloat16"))
     assert "lossless in law</span>" in metrics_html(make_trace([4, 1], sampling=True))
 
@@ -134,3 +149,25 @@ def test_step_detail_of_an_ngram_step_without_a_match():
     html = step_detail_html(trace, 1)
     assert "no drafts (plain target step)" in html and "n-gram drafter has no model to feed" in html
     assert "draft: n-gram lookup, no cache" in html
+
+
+def test_a_lab_trace_in_the_run_tab_says_one_thing_about_exactness():
+    """Every text about exactness reads SpecConfig.exactness: one note, never two that disagree,
+    even when an older file's baseline carries an exact_expected that contradicts its config."""
+    import dataclasses
+
+    from engine.trace import Trace
+    from specviz.assets import ASSETS_DIR
+    for key in ("A", "B", "C", "D", "sampled-draft"):
+        trace = Trace.load(ASSETS_DIR / "traces" / f"lab-{key}.json")
+        html = metrics_html(trace) + output_html(trace) + step_detail_html(trace, 0)
+        expected = trace.config.exactness
+        assert escape(expected.note) in html, key
+        assert not any(escape(level.note) in html for level in Exactness if level is not expected), key
+        if trace.summary.baseline is not None and not trace.summary.baseline.identical:
+            assert f"allowed here: {expected.label}" in html and "please report it" not in html
+    lab_a = Trace.load(ASSETS_DIR / "traces" / "lab-A.json")
+    contradicting = lab_a.with_baseline(dataclasses.replace(lab_a.summary.baseline, exact_expected=True))
+    html = metrics_html(contradicting)
+    assert "allowed here: not guaranteed" in html and "please report it" not in html
+    assert escape(Exactness.UP_TO_ROUNDING.note) not in html

@@ -14,11 +14,12 @@ from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, LAB_PREFIX, load_demo_trace, load_lab_traces, trace_paths
 from specviz.figures.lab import drift_figure
 from specviz.lab.handlers import LabHandlers
-from specviz.lab.views import KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, choice, difference, recorded_lab, render_lab
+from specviz.lab.views import (KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, LabViews, choice, difference, recorded_lab,
+                               render_lab, render_step)
 from specviz.policy import Policy
 from trace_factory import make_trace
 
-NAMES = ["lab", "status", "explanation", "verdict", "timeline", "drift"]
+NAMES = LabViews.names()
 
 
 def divergence_shapes(fig):
@@ -67,33 +68,90 @@ def test_verdict_compares_acceptance_with_the_correct_engine():
     assert f"correct engine (D): {100 * lab.reference.summary.acceptance_rate:.1f}%" in views.verdict
 
 
-def test_drift_figure_draws_engine_lab_cache_drift():
-    trace = make_trace([4, 1, 0, 2])
-    fig = drift_figure(trace)
-    drift = cache_drift(trace)
-    assert list(next(t for t in fig.data if t.meta == "target").y) == [t for t, _ in drift]
-    assert list(next(t for t in fig.data if t.meta == "draft").y) == [d for _, d in drift]
-    stale = dataclasses.replace(trace.steps[1], kv_target=dataclasses.replace(trace.steps[1].kv_target, cutoff=0,
-                                                                              after_cutoff=trace.steps[1].kv_target
-                                                                              .after_forward, stale=3))
-    broken = dataclasses.replace(trace, steps=(trace.steps[0], stale, *trace.steps[2:]))
-    target = next(t for t in drift_figure(broken).data if t.meta == "target")
-    assert target.y[1] == 3 and target.customdata[1] == "3 stale positions kept"
+def line(fig, meta):
+    return next((t for t in fig.data if t.meta == meta), None)
 
 
-def test_drift_figure_names_stale_and_missing_positions_that_cancel_out():
-    """A draft cache that keeps 2 stale positions but misses 1 (stage A) drifts +1: the hover says both."""
-    trace = make_trace([4, 1, 0, 2])
-    step = trace.steps[1]
-    both = dataclasses.replace(step, kv_draft=dataclasses.replace(step.kv_draft, after_cutoff=step.kv_draft.after_cutoff
-                                                                  + 1, stale=2))
-    draft = next(t for t in drift_figure(dataclasses.replace(trace, steps=(trace.steps[0], both, *trace.steps[2:])))
-                 .data if t.meta == "draft")
-    assert draft.y[1] == 1 and draft.customdata[1] == "2 stale positions kept, 1 position missing"
-    unknown = dataclasses.replace(both, kv_draft=dataclasses.replace(both.kv_draft, stale=None))     # trace/1: net only
-    draft = next(t for t in drift_figure(dataclasses.replace(trace, steps=(trace.steps[0], unknown, *trace.steps[2:])))
-                 .data if t.meta == "draft")
-    assert draft.customdata[1] == "1 stale position kept"
+def check_cache_numbers(trace, views) -> None:
+    """The oracle: stale positions are the KV records' own `stale`; missing ones are counted from the
+    steps (without the carryover, each fully accepted step before this one left its d_k unfed)."""
+    full_accepts, missing = 0, []
+    for step in trace.steps:
+        missing.append(0 if trace.config.carryover else full_accepts)
+        full_accepts += step.k > 0 and step.num_accepted == step.k
+    assert list(line(views.drift, "target.stale").y) == [step.kv_target.stale for step in trace.steps]
+    assert list(line(views.drift, "draft.stale").y) == [step.kv_draft.stale for step in trace.steps]
+    draft_missing = line(views.drift, "draft.missing")
+    assert (list(draft_missing.y) if draft_missing else [0] * len(missing)) == [-m for m in missing]
+    last = trace.steps[-1]
+    assert f"{last.kv_target.stale} · 0" in views.verdict
+    assert f"{last.kv_draft.stale} · {missing[-1]}" in views.verdict
+    assert f"{100 * trace.summary.acceptance_rate:.1f}%" in views.verdict
+    assert f"{trace.summary.mean_accepted_length:.2f}" in views.verdict
+
+
+def recorded_set():
+    lab = recorded_lab(load_lab_traces(KEYS))
+    assert lab is not None and {"A", "B", "C", "D"} <= set(lab.traces)
+    return lab
+
+
+@pytest.mark.parametrize("key", ["A", "B", "C", "D"])
+def test_each_recorded_stage_shows_its_records_numbers(key):
+    lab = recorded_set()
+    check_cache_numbers(lab.traces[key], render_lab(lab, key, ""))
+
+
+def test_a_planted_wrong_count_is_caught(monkeypatch):
+    """Plant an off-by-one in the stale/missing split: the oracle above must fail on stage A."""
+    import engine.lab
+    real = engine.lab.cache_drift
+    monkeypatch.setattr(engine.lab, "cache_drift", lambda trace: [(t, None if d is None else d + 1) for t, d in real(trace)])
+    lab = recorded_set()
+    with pytest.raises(AssertionError):
+        check_cache_numbers(lab.traces["A"], render_lab(lab, "A", ""))
+
+
+def test_stage_a_misses_positions_and_b_does_not():
+    lab = recorded_set()
+    assert line(render_lab(lab, "A", "").drift, "draft.missing") is not None
+    assert line(render_lab(lab, "B", "").drift, "draft.missing") is None
+    assert line(render_lab(lab, "D", "").drift, "target.stale").y[-1] == 0
+
+
+def test_every_stage_says_why_its_acceptance_is_what_it_is():
+    lab = recorded_set()
+    rates = {key: lab.traces[key].summary.acceptance_rate for key in "ABCD"}
+    for key in "ABCD":
+        verdict = render_lab(lab, key, "").verdict
+        assert f"Acceptance {100 * rates[key]:.1f}%" in verdict
+    if rates["B"] < rates["A"]:                     # B below A: the text says why, with A's number
+        verdict = render_lab(lab, "B", "").verdict
+        assert f"below stage A ({100 * rates['A']:.1f}%)" in verdict and "different text" in verdict
+
+
+def test_every_stage_runs_the_same_prompt_k_and_length():
+    lab = recorded_set()
+    configs = {(t.prompt.text, t.config.k, t.config.max_new_tokens, t.config.seed) for t in lab.traces.values()}
+    assert len(configs) == 1
+    assert len({t.summary.new_tokens for t in lab.traces.values()}) == 1
+    ends = {tuple(render_lab(lab, key, "").drift.layout.xaxis.range) for key in lab.traces}
+    assert len(ends) == 1                           # one step axis for every stage
+
+
+def test_scrubbing_moves_the_detail_and_the_marks():
+    lab = recorded_set()
+    trace = lab.traces["A"]
+    step = trace.steps[5]
+    views = render_step(lab, "A", step.index)
+    assert f"Step {step.index}" in views.detail and f"After step {step.index}</b>" in views.detail
+    band = [s for s in views.drift.layout.shapes if s.type == "rect"]
+    assert band and band[0].x0 == step.index - 0.5
+    handlers = LabHandlers(FakeRunner())
+    moved, *_ = handlers.next_step(lab, "A", step.index, False, None)
+    assert moved == trace.steps[6].index
+    moved, *_ = handlers.previous_step(lab, "A", trace.steps[0].index, False, None)
+    assert moved == trace.steps[0].index
 
 
 def test_lab_traces_load_from_assets_and_never_become_the_demo_trace(tmp_path):
@@ -136,16 +194,18 @@ def run_lab(handlers, key="A", **changes):
 def test_run_records_d_first_then_every_stage_with_lab_configs():
     runner = FakeRunner()
     updates = run_lab(LabHandlers(runner))
-    assert [r.config.cutoff_mode for r in runner.requests] == ["truncate", "none", "none", "zero_fill", "truncate"]
-    assert [r.config.carryover for r in runner.requests] == [True, False, True, True, True]
-    assert [r.config.draft_temperature for r in runner.requests][-1] == 1.0
+    assert [r.config.cutoff_mode for r in runner.requests] == ["truncate", "none", "none", "zero_fill", "truncate",
+                                                               "truncate"]
+    assert [r.config.carryover for r in runner.requests] == [True, False, True, True, True, True]
+    assert [r.config.draft_temperature for r in runner.requests][-2] == 1.0
+    assert [r.config.tree_nodes for r in runner.requests] == [0, 0, 0, 0, 0, 16]      # the tree stage T last
     assert all(r.config.temperature == 0.0 and r.config.drafter == "model" for r in runner.requests)
     statuses = [u["status"] for u in updates]
-    assert statuses[0] == f"Recording 1 of 5: {choice(REFERENCE).title}…"
+    assert statuses[0] == f"Recording 1 of 6: {choice(REFERENCE).title}…"
     assert "Checking stage D against target-only decoding…" in statuses
     final = updates[-1]
     assert set(final["lab"].traces) == set(RUN_ORDER) and final["lab"].checked is True
-    assert final["status"].startswith("Recorded all 5 runs on tiny-random")
+    assert final["status"].startswith("Recorded all 6 runs on tiny-random")
 
 
 def test_run_refuses_bad_input_and_reports_engine_errors():
@@ -165,10 +225,10 @@ def test_stop_keeps_the_finished_stages():
     for out in handlers.run(None, "A", False, None, "tiny-random", "", "", "def f():", 4, 24,
                             progress=lambda fraction, desc=None: None):
         updates.append(dict(zip(NAMES, out)))
-        if updates[-1]["status"].startswith("Recording 3 of 5"):
+        if updates[-1]["status"].startswith("Recording 3 of 6"):
             handlers.stop()
     final = updates[-1]
-    assert final["status"] == "Stopped: 3 of 5 stages recorded." and set(final["lab"].traces) == {"D", "A", "B"}
+    assert final["status"] == "Stopped: 3 of 6 stages recorded." and set(final["lab"].traces) == {"D", "A", "B"}
 
 
 def test_show_switches_stage_without_running():

@@ -166,3 +166,69 @@ def test_recorded_sweep_falls_back_to_another_sweep(tmp_path):
     (sweeps / "recorded.json").write_text(json.dumps(make_sweep((1, 2), (0.0,))), encoding="utf-8")
     fallback = load_recorded_sweep(tmp_path)
     assert fallback.name == "recorded.json" and any("prompts.json" in p for p in fallback.problems)
+
+
+# --- the spread over runs and the measured verify cost (issue #17) -----------------------------------
+
+def sweep_with_runs_and_costs(planted=None):
+    """Two runs per cell (prompt 0 and 1) and measured costs: verify of k + 1 tokens = 1 + 0.1 k forwards."""
+    document = make_sweep((1, 2, 4), (0.0,), alpha=lambda t: 0.7, cost_ratio=0.2)
+    for cell in document["cells"]:
+        cell["draft_cost"], cell["verify_cost"] = 0.25, 1.0 + 0.1 * cell["k"]
+        for prompt in (0, 1):
+            document["runs"].append({"k": cell["k"], "temperature": 0.0, "prompt_index": prompt, "seed": 0,
+                                     "tokens_per_s": 3.0 + prompt, "baseline_tokens_per_s": 2.0,
+                                     "mean_accepted_length": 2.0 + prompt + 0.1 * cell["k"]})
+    return SweepTable.from_dict(document)
+
+
+def check_theory(table, fig):
+    """The oracle: each run's point is its own tokens/s ratio; the measured-verify model is
+    E / (k c + v) with the cell's own v, and the subtitle names v at the largest k."""
+    runs = by_meta(fig, "runs.speedup")
+    expected = sorted((r.k, r.speedup) for r in table.runs)
+    assert sorted(zip((round(x) for x in runs.x), runs.y)) == pytest.approx(expected)
+    fit = table.theory(0.0)
+    cells = table.at(0.0)
+    measured = by_meta(fig, "model.speedup_measured_verify")
+    assert list(measured.y) == pytest.approx([expected_speedup(fit.alpha, c.k, 0.25, c.verify_cost) for c in cells])
+    last = cells[-1]
+    assert f"verify of {last.k + 1} tokens = {last.verify_cost:.2f}× one token" in fig.layout.title.subtitle.text
+
+
+def test_theory_shows_every_run_and_the_model_at_the_measured_verify_cost():
+    table = sweep_with_runs_and_costs()
+    assert [(r.prompt_index, r.speedup) for r in table.runs_at(2, 0.0)] == [(0, 1.5), (1, 2.0)]
+    check_theory(table, theory_figure(table, 0.0))
+    ideal = by_meta(theory_figure(table, 0.0), "model.speedup")
+    assert ideal.y[0] == pytest.approx(expected_speedup(table.theory(0.0).alpha, 1, 0.25))      # v = 1
+
+
+def test_a_planted_verify_cost_is_caught(monkeypatch):
+    import specviz.figures.sweep as sweep_figures
+    table = sweep_with_runs_and_costs()
+    monkeypatch.setattr(sweep_figures, "expected_speedup", lambda a, k, c, v=1.0: expected_speedup(a, k, c))
+    with pytest.raises(AssertionError):
+        check_theory(table, theory_figure(table, 0.0))
+
+
+def test_old_sweeps_without_costs_or_runs_still_load_and_say_what_is_missing():
+    document = make_sweep((1, 2), (0.0,), alpha=lambda t: 0.7, cost_ratio=0.2)
+    table = SweepTable.from_dict(document)
+    assert table.cells[0].verify_cost is None and table.runs == ()
+    fig = theory_figure(table, 0.0)
+    assert not [t for t in fig.data if t.meta == "model.speedup_measured_verify"]
+    assert "did not record the verify cost" in fig.layout.title.subtitle.text
+
+
+def test_a_bad_run_is_refused_with_its_path():
+    document = make_sweep((1,), (0.0,), alpha=lambda t: 0.7, cost_ratio=0.2)
+    document["runs"] = [{"k": 1, "temperature": 0.0, "prompt_index": -1, "seed": 0}]
+    with pytest.raises(SweepFormatError, match=r"runs\[0\]\.prompt_index"):
+        SweepTable.from_dict(document)
+
+
+def test_the_shipped_sweep_shows_its_runs():
+    table = SweepTable.load(ASSETS_DIR / "sweeps" / "qwen-coder.json")
+    fig = theory_figure(table, table.temperatures[0])
+    assert len(by_meta(fig, "runs.length").x) == len([r for r in table.runs if r.temperature == table.temperatures[0]])

@@ -11,10 +11,12 @@ from typing import Any, Callable
 import gradio as gr
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
-from specviz.assets import ASSETS_DIR, RecordedSweep, load_examples
+from specviz.assets import ASSETS_DIR, RecordedSweep, load_examples, load_tree_sweep
 from specviz.explore.compare import PRESETS as COMPARE_PRESETS
 from specviz.explore.compare import CompareHandlers, CompareViews, compare_views
 from specviz.explore.handlers import KS, MAX_NEW_TOKENS, TEMPERATURES, ExploreHandlers, SweepControls
+from specviz.explore.settings import SETTING_NAMES, settings_note, settings_values, shown_settings
+from specviz.explore.trees import trees_section
 from specviz.explore.views import ExploreViews, render_sweep
 from specviz.model_picker import model_picker, picker_changed
 from specviz.policy import Policy
@@ -24,10 +26,10 @@ SWEEP_NOTE = ("Each (temperature, prompt, seed) is also decoded once by the targ
               "Stop keeps the finished runs.")
 INTRO = ("<div class='sv-tab-intro'><p>How do the draft length <i>k</i> and the temperature change acceptance "
          "and speed? Each heatmap cell is the mean over prompts and seeds at one (k, T); the outlined, starred "
-         "cell is the fastest k at that temperature. Below, the measurements meet the i.i.d. model, and two runs "
-         "go side by side.</p></div>")
-DEFAULT_KS = (1, 2, 3, 4, 6, 8)
-DEFAULT_TEMPERATURES = (0.0, 0.7)
+         "cell is the fastest k at that temperature. Below, every run meets the i.i.d. model, where <i>a</i> is the "
+         "chance a draft token is accepted (Σ min(p, q) over the vocabulary): ideal, when verifying k + 1 tokens "
+         "costs one forward, and at the verify cost this machine measured. Then token trees against a chain, "
+         "and two runs side by side.</p></div>")
 COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where prompt lookup shines
 
 
@@ -44,21 +46,24 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
             picker = model_picker(runner, "sv-explore", policy, with_drafter=True)
             c: dict[str, Any] = dict(picker)
             ks = [k for k in KS if k <= policy.max_k]
-            c["ks"] = gr.CheckboxGroup(ks, value=[k for k in DEFAULT_KS if k in ks], label="k values",
-                                       elem_id="sv-sweep-ks")
+            example_prompts = [e.prompt for e in examples]
+            shown = shown_settings(recorded.table, ks, example_prompts, policy)
+            note = gr.Markdown(settings_note(recorded.table, "the recorded sweep's", ks, example_prompts, policy),
+                               elem_classes=["sv-note"], elem_id="sv-sweep-settings-note")
+            c["ks"] = gr.CheckboxGroup(ks, value=shown["ks"], label="k values", elem_id="sv-sweep-ks")
             c["temperatures"] = gr.CheckboxGroup([(f"{t:g}", t) for t in TEMPERATURES],
-                                                 value=list(DEFAULT_TEMPERATURES), label="temperatures",
+                                                 value=shown["temperatures"], label="temperatures",
                                                  elem_id="sv-sweep-temperatures")
             c["prompts"] = gr.CheckboxGroup([(e.name, e.prompt) for e in examples],
-                                            value=[e.prompt for e in examples[:1]], label="prompts",
+                                            value=shown["prompts"], label="prompts",
                                             elem_id="sv-sweep-prompts")
             with gr.Row():
-                c["seeds"] = gr.Textbox("0", label="seeds", placeholder="0, 1, 2", elem_id="sv-sweep-seeds",
+                c["seeds"] = gr.Textbox(shown["seeds"], label="seeds", placeholder="0, 1, 2", elem_id="sv-sweep-seeds",
                                         min_width=90)
-                c["max_new_tokens"] = gr.Slider(8, min(MAX_NEW_TOKENS, policy.max_new_tokens), value=32, step=8,
-                                                label="max new tokens",
+                c["max_new_tokens"] = gr.Slider(8, min(MAX_NEW_TOKENS, policy.max_new_tokens),
+                                                value=shown["max_new_tokens"], step=8, label="max new tokens",
                                                 elem_id="sv-sweep-max-new", min_width=150)
-            size = gr.Markdown(_size(c["ks"].value, c["temperatures"].value, c["prompts"].value, "0"),
+            size = gr.Markdown(_size(c["ks"].value, c["temperatures"].value, c["prompts"].value, shown["seeds"]),
                                elem_classes=["sv-note"])
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sv-sweep-run")
@@ -76,14 +81,21 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
     styled = [v["table"], v["temperature"], large, width]
 
     run.click(gpu(sweeps.sweep), inputs=[*styled, *sweep_in], outputs=views_out, show_progress_on=[v["status"]],
-              api_name="explore_sweep", api_visibility="private", validator=sweeps.queued)
+              api_name="explore_sweep", api_visibility="private", validator=sweeps.queued).success(
+        lambda table: settings_note(table, "your sweep's", ks, example_prompts, policy), inputs=[v["table"]],
+        outputs=[note], show_progress="hidden", concurrency_limit=None, api_name="explore_sweep_settings",
+        api_visibility="private")
     stop.click(sweeps.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="explore_stop", api_visibility="private")
     v["temperature"].input(sweeps.select_temperature, inputs=styled, outputs=[v["theory"], v["positions"]],
                            show_progress="hidden", concurrency_limit=None, api_name="explore_temperature",
                            api_visibility="private")
     upload.upload(sweeps.upload, inputs=[upload, large, width], outputs=views_out, concurrency_limit=2,
-                  api_name="explore_upload", api_visibility="private")
+                  api_name="explore_upload", api_visibility="private").success(
+        lambda table: [*settings_values(table, ks, example_prompts, policy),
+                       settings_note(table, "the uploaded sweep's", ks, example_prompts, policy)],
+        inputs=[v["table"]], outputs=[*(c[name] for name in SETTING_NAMES), note], show_progress="hidden",
+        concurrency_limit=None, api_name="explore_upload_settings", api_visibility="private")
     download.click(sweeps.download, inputs=[v["table"]], outputs=[files], concurrency_limit=2,
                    api_name="explore_download", api_visibility="private")
     picker["preset"].change(lambda preset: picker_changed(runner, policy, preset, with_drafter=True),
@@ -95,6 +107,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
         source.change(_size, inputs=size_in, outputs=[size], show_progress="hidden", concurrency_limit=None,
                       api_name="explore_size", api_visibility="private")
 
+    trees_section(load_tree_sweep(ASSETS_DIR), large, width)
     comparison = _compare_section(compares, picker, examples, large, width, policy, gpu)
     for source in (large, width):
         source.change(sweeps.restyle, inputs=[*styled, v["status"]], outputs=views_out, show_progress="hidden",
@@ -114,7 +127,7 @@ def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
         v["speedup"] = gr.Plot(initial.speedup, show_label=False, elem_id="sv-heat-speedup", min_width=330)
     v["temperature"] = gr.Radio(label="Theory overlay at temperature", elem_id="sv-theory-temperature",
                                 **_radio(initial.temperature))
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_id="sv-theory-row"):
         v["theory"] = gr.Plot(initial.theory, show_label=False, elem_id="sv-theory", scale=2, min_width=440)
         v["positions"] = gr.Plot(initial.positions, show_label=False, elem_id="sv-sweep-positions", scale=1,
                                  min_width=340)

@@ -1,5 +1,10 @@
-"""Acceptance figures: accepted drafts per step, acceptance by draft position, and the
-accepted-length histogram against the i.i.d. (truncated geometric) model."""
+"""Acceptance figures: accepted drafts per step (with tokens per step), acceptance by draft
+position, and how many drafts each step accepted against the i.i.d. (truncated geometric) model.
+
+"Tokens per step" is accepted + 1 per step (the recovered or bonus token included), vLLM's mean
+acceptance length; "a" is the chance that the target accepts a draft it checks, measured as
+accepted / checked (engine.metrics.verified_acceptance), and every figure that shows a says so.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,11 @@ from specviz.tokens import percent
 
 PER_STEP_TITLE = "Accepted per step"
 POSITION_TITLE = "Acceptance by position"
-HISTOGRAM_TITLE = "Accepted-length histogram"
+HISTOGRAM_TITLE = "Drafts accepted per step: histogram"
+A_MEASURED = "a = accepted / checked drafts"
+PER_STEP_SUBTITLE = "drafts accepted, and tokens per step<br>(accepted + 1, vLLM's mean acceptance length)"
+POSITION_SUBTITLE = f"P(draft i accepted | it was checked);<br>model line: one {A_MEASURED} for all"
+HISTOGRAM_SUBTITLE = f"vs the i.i.d. model with {A_MEASURED}:<br>the chance that the target accepts a draft it checks"
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 2}
 
 
@@ -24,7 +33,7 @@ def _height(style: FigureStyle) -> int:
 
 
 def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """Bars of accepted drafts (of k drafted) per step, and the running tokens per target forward."""
+    """Bars of accepted drafts (of k drafted) per step, and the running tokens per step (accepted + 1)."""
     if trace is None or not trace.steps:
         return empty_figure(PER_STEP_TITLE, "No steps yet.", style)
     steps = [step.index for step in trace.steps]
@@ -37,9 +46,10 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
         {"type": "bar", "x": steps, "y": [step.num_accepted for step in trace.steps], "name": "accepted",
          "meta": "accepted", "marker": {"color": COLORS["accepted"]},
          "hovertemplate": "step %{x}: %{y} accepted<extra></extra>"},
-        {"type": "scatter", "x": steps, "y": running, "name": "tokens per target forward (so far)", "meta": "running",
-         "mode": "lines", "line": {"color": COLORS["recovered"], "width": 3},
-         "hovertemplate": "after step %{x}: %{y:.2f} tokens per target forward<extra></extra>"},
+        {"type": "scatter", "x": steps, "y": running, "name": "tokens per step, mean so far (accepted + 1)",
+         "meta": "running", "mode": "lines", "line": {"color": COLORS["recovered"], "width": 3},
+         "hovertemplate": "after step %{x}: %{y:.2f} tokens per step (accepted + 1, one target forward each; "
+                          "vLLM's mean acceptance length)<extra></extra>"},
     ]
     alpha = verified_acceptance(trace.steps)
     if alpha is not None:
@@ -47,8 +57,8 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
         expected = expected_tokens_per_step(alpha, k)
         traces.append({"type": "scatter", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [expected, expected],
                        "mode": "lines", "meta": "model", "line": MODEL_LINE, "hoverinfo": "skip",
-                       "name": f"model: {expected:.2f} per step (a = {alpha:.2f})"})
-    return make_figure(traces, PER_STEP_TITLE, "drafts accepted, and tokens per forward", style, _height(style),
+                       "name": f"model: {expected:.2f} tokens per step if each draft is accepted with a = {alpha:.2f}"})
+    return make_figure(traces, PER_STEP_TITLE, PER_STEP_SUBTITLE, style, _height(style),
                        barmode="overlay", bargap=0.15, xaxis={"title": {"text": "step"}},
                        yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
 
@@ -70,9 +80,9 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     alpha = verified_acceptance(trace.steps)
     if alpha is not None:
         traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
-                       "name": f"model: a = {alpha:.2f} everywhere", "line": {**MODEL_LINE, "shape": "hvh"},
+                       "name": f"model: the same a = {alpha:.2f} at every position", "line": {**MODEL_LINE, "shape": "hvh"},
                        "hoverinfo": "skip"})
-    return make_figure(traces, POSITION_TITLE, "P(draft i accepted | it was checked)", style, _height(style),
+    return make_figure(traces, POSITION_TITLE, POSITION_SUBTITLE, style, _height(style),
                        xaxis={"title": {"text": "draft position"}},
                        yaxis={"range": [0, 1.18], "tickformat": ".0%", "title": {"text": "accepted"}})
 
@@ -94,7 +104,7 @@ def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) ->
                        "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
                        "marker": {"size": 10, "symbol": "diamond"},
                        "hovertemplate": "model: P(%{x} accepted) = %{y:.1%}<extra></extra>"})
-    return make_figure(traces, HISTOGRAM_TITLE, "vs i.i.d. model; a = accepted/checked", style, _height(style),
+    return make_figure(traces, HISTOGRAM_TITLE, HISTOGRAM_SUBTITLE, style, _height(style),
                        xaxis={"title": {"text": "drafts accepted in the step"}, "dtick": 1},
                        yaxis={"title": {"text": "share of steps"}, "tickformat": ".0%", "rangemode": "tozero"})
 

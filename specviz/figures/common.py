@@ -8,6 +8,8 @@ the models.
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any, Sequence
 
 import plotly.graph_objects as go
@@ -17,12 +19,23 @@ from specviz.style import FigureStyle
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 LEGEND_ROOM = 64          # pixels under the x axis for a one- or two-row legend
 MIN_COLUMNS = 8           # a step axis always has room for this many steps
+LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+WORD = re.compile(r"(?:<[^<>]*>|[^\s<]|<(?![^<>]*>))+")     # a run of non-spaces; a tag stays whole
+TAG = re.compile(r"<[^<>]*>")
 
 
 def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, style: FigureStyle, height: int,
                 **layout: Any) -> go.Figure:
     """A figure with the common look (bold title with a one-line explanation, legend under the plot);
-    `layout` entries are merged over it (dicts merged key by key)."""
+    `layout` entries are merged over it (dicts merged key by key). Titles, subtitles and legend entries
+    wrap to the width `style` knows (FigureStyle.line_px), so a phone or a projector clips none of them."""
+    title, subtitle = wrap(title, style.line_chars(style.title_size, bold=True)), \
+        wrap(subtitle, style.line_chars(style.font_size))
+    names = style.line_chars(style.font_size)
+    traces = [{**trace, "name": wrap(trace["name"], names)} if isinstance(trace.get("name"), str) else trace
+              for trace in traces]
+    if isinstance(layout.get("annotations"), list):          # panel titles and labels above a plot
+        layout = {**layout, "annotations": [_wrapped_note(note, style) for note in layout["annotations"]]}
     base = {
         "template": "none",
         "height": height,
@@ -41,6 +54,36 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
         "yaxis": axis(style),
     }
     return go.Figure(data=list(traces), layout=merge(base, layout))
+
+
+def wrap(text: str, chars: int | None) -> str:
+    """`text` (Plotly's HTML subset) with a <br> before any word that would take a line past `chars`
+    visible characters; tags are kept whole and do not count, existing <br>s stay. None: unchanged."""
+    if chars is None or not text:
+        return text
+    lines = []
+    for line in LINE_BREAK.split(text):
+        current, used = [], 0
+        for word in WORD.findall(line):
+            size = len(html.unescape(TAG.sub("", word)))
+            if current and used + 1 + size > chars:
+                lines.append(" ".join(current))
+                current, used = [], 0
+            current.append(word)
+            used += size + (1 if used else 0)
+        lines.append(" ".join(current))
+    return "<br>".join(lines)
+
+
+def _wrapped_note(note: Any, style: FigureStyle) -> Any:
+    if not isinstance(note, dict) or not isinstance(note.get("text"), str):
+        return note
+    size = (note.get("font") or {}).get("size") or style.font_size
+    text = wrap(note["text"], style.line_chars(size, bold="<b>" in note["text"]))
+    if text == note["text"]:
+        return note
+    align = note.get("xanchor") if note.get("xanchor") in ("left", "right") else "center"
+    return {"align": align, **note, "text": text}
 
 
 def axis(style: FigureStyle, **settings: Any) -> dict[str, Any]:

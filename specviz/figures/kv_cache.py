@@ -7,26 +7,31 @@ cut; a reddish purple bar under each *after cutoff* point spans the cache's stal
 positions (no committed text, cumulative). The dotted line is the committed length
 (prompt + output) for reference. The bottom panel repeats the cut sizes as bars.
 A specviz.trace/1 file does not know its stale positions: the subtitle says so.
+In a token-tree run the rise is the pending rows plus every drafted node, and the drop is the
+gather: only the accepted path's rows stay (moved into place); the hover counts each.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from engine.records import CacheLengths
+from engine.records import CacheLengths, StepRecord
 from engine.trace import Trace
 from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
+from specviz.figures.tree_text import gather_sentence
 from specviz.run.step_detail import cache_sentence
 from specviz.style import COLORS, FigureStyle
 
 TITLE = "KV cache length"
 SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
+TREE_SUBTITLE = "before → after the forward (pending rows + every tree node) → after the gather (accepted path kept)"
 UNKNOWN_STALE = "stale positions unknown (a specviz.trace/1 file)"
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
+CUT_PATTERNS = {"target": {}, "draft": {"pattern": {"shape": "/", "fgcolor": "#FFFFFF", "solidity": 0.3}}}
 STAGES = {               # stage -> (legend label, marker symbol, colour, x offset)
     "before": ("before step", "circle-open", "#555555", -OFFSET),
     "after_forward": ("after forward", "triangle-up", COLORS["target"], 0.0),
@@ -50,18 +55,21 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"annotations": [], "shapes": []}
     for row, (name, caches) in enumerate(models, start=1):
-        traces += _cache_traces(row, name, steps, caches, committed, trace.config.cutoff_mode, show_legend=row == 1)
+        traces += _cache_traces(row, name, steps, caches, committed, trace.config.cutoff_mode, show_legend=row == 1,
+                                records=trace.steps)
         layout[_axis_name("yaxis", row)] = axis(style, domain=domains[row - 1],
                                                 range=_y_range(steps, caches, committed, window))
         layout["annotations"].append(_panel_title(f"{name} model cache (tokens)", row, domains[row - 1], style))
     cut_row = len(models) + 1
     for name, caches in models:
         traces.append({"type": "bar", "x": steps, "y": [c.cutoff for c in caches], "name": f"{name} positions cut",
-                       "meta": f"{name}.cutoff", "marker": {"color": COLORS[name]}, "showlegend": False,
+                       "meta": f"{name}.cutoff", "marker": {"color": COLORS[name], **CUT_PATTERNS[name]},
+                       "showlegend": False,
                        "text": [str(c.cutoff) if c.cutoff else "" for c in caches], "textposition": "outside",
                        "cliponaxis": False, "xaxis": _axis_ref("x", cut_row), "yaxis": _axis_ref("y", cut_row),
                        "hovertemplate": f"step %{{x}}: {name} cache cut %{{y}} positions<extra></extra>"})
-    cut_title = "positions cut per step (blue: target, orange: draft)" if len(models) == 2 else "positions cut per step"
+    cut_title = ("positions cut per step (blue: target, orange hatched: draft)" if len(models) == 2
+                 else "positions cut per step")
     layout["annotations"].append(_panel_title(cut_title, cut_row, domains[-1], style))
     most_cut = max((c.cutoff for _, caches in models for c in caches), default=0)
     layout[_axis_name("yaxis", cut_row)] = axis(style, domain=domains[-1], range=[0, max(1, most_cut) * 1.35])
@@ -74,13 +82,15 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
             title={"text": ("step (drag sideways to scroll)" if window else "step") if bottom else ""}, **ticks)
         layout["shapes"] += highlight(selected_step, yref=f"{_axis_ref('y', row)} domain", outline=False)
     known = all(c.stale is not None for _, caches in models for c in caches)
-    subtitle = SUBTITLE if known else f"{SUBTITLE}; {UNKNOWN_STALE}"
+    base = TREE_SUBTITLE if any(step.tree is not None for step in trace.steps) else SUBTITLE
+    subtitle = base if known else f"{base}; {UNKNOWN_STALE}"
     return make_figure(traces, TITLE, subtitle, style, height=230 + 230 * len(models) + 140, barmode="group",
                        bargap=0.3, dragmode="pan", margin={"t": 100 + 2 * style.font_size}, **layout)
 
 
 def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLengths], committed: list[int],
-                  cutoff_mode: str, show_legend: bool) -> list[dict[str, Any]]:
+                  cutoff_mode: str, show_legend: bool, records: Sequence[StepRecord] = ()) -> list[dict[str, Any]]:
+    """The lines and markers of one model's panel; `records` (the steps) word a tree step's hover as its gather."""
     rise_x: list[float | None] = []
     rise_y: list[int | None] = []
     cut_x: list[float | None] = []
@@ -94,8 +104,10 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
         rise_y += [cache.before, cache.after_forward, None]
         (cut_x if cache.cutoff else rise_x).extend([step, step + OFFSET, None])
         (cut_y if cache.cutoff else rise_y).extend([cache.after_forward, cache.after_cutoff, None])
-        words.append(f"step {step}: " + cache_sentence(model, cache, caches[position - 1] if position else None,
-                                                       cutoff_mode))
+        record = records[position] if records else None
+        words.append(f"step {step}: " + (gather_sentence(model, cache, record) if record and record.tree else
+                                         cache_sentence(model, cache, caches[position - 1] if position else None,
+                                                        cutoff_mode)))
         if cache.stale:
             stale_x += [step + OFFSET, step + OFFSET, None]
             stale_y += [cache.num_text, cache.after_cutoff, None]
@@ -105,7 +117,8 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
         {"type": "scatter", "x": rise_x, "y": rise_y, "mode": "lines", "line": {"color": "#9A9A9A", "width": 2},
          "name": "forward writes", "legendgroup": "rise", "showlegend": show_legend, "hoverinfo": "skip", **axes},
         {"type": "scatter", "x": cut_x, "y": cut_y, "mode": "lines", "line": {"color": COLORS["cut"], "width": 4},
-         "name": "cutoff (rejected positions removed)", "legendgroup": "cut", "showlegend": show_legend,
+         "name": ("gather (rows off the accepted path removed)" if any(r.tree for r in records)
+                  else "cutoff (rejected positions removed)"), "legendgroup": "cut", "showlegend": show_legend,
          "hoverinfo": "skip", **axes},
     ]
     if stale_x:

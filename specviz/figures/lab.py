@@ -1,10 +1,11 @@
-"""Lab figure: how far each KV cache drifts from what a correct engine holds, step by step.
+"""Lab figure: each KV cache's stale and missing positions, step by step, drawn apart.
 
-Drift = cache length after the cutoff minus the length a correct engine has there
-(engine.lab.cache_drift): 0 is a correct cache, above 0 stale positions of rejected
-drafts are kept, below 0 a position the draft model never saw is missing. Where the
-trace records its stale positions (specviz.trace/2) the hover names both, since a
-draft cache can hold stale positions and miss others at once (stage A).
+Stale positions (above 0) are kept in a cache but hold no committed text: rejected
+drafts a lab stage did not cut (engine.lab.cache_positions reads them from the KV
+records). Missing positions (below 0) are committed tokens a cache never fed: the
+draft's d_k after a fully accepted step when the carryover is off (stage A). 0 is a
+correct cache, a fresh prefill of the committed text. A specviz.trace/1 record knows
+only the net of the two, and says so in the hover.
 """
 
 from __future__ import annotations
@@ -13,60 +14,63 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from engine.lab import cache_drift
+from engine.lab import CachePositions, cache_positions
 from engine.trace import Trace
-from specviz.figures.common import empty_figure, make_figure
+from specviz.figures.common import empty_figure, highlight, make_figure
 from specviz.figures.timeline import divergence_line
 from specviz.style import COLORS, FigureStyle
 
-TITLE = "KV cache drift"
-SUBTITLE = "cache length after the cutoff − what a correct engine holds (0 = correct; > 0 stale; < 0 missing)"
+TITLE = "Stale and missing KV cache positions"
+SUBTITLE = "above 0: stale (kept, no committed text) · below 0: missing (never fed) · 0: a correct cache"
 
 
-def drift_figure(trace: Trace | None, divergence: int | None = None,
-                 style: FigureStyle = FigureStyle()) -> go.Figure:
-    """Target and draft drift per step, a zero line for the correct engine, and the divergence line."""
+def drift_figure(trace: Trace | None, divergence: int | None = None, style: FigureStyle = FigureStyle(),
+                 selected: int | None = None, last_step: int | None = None) -> go.Figure:
+    """Stale (up) and missing (down) positions of the target and draft caches per step, the
+    correct-cache line at 0, the divergence line and the selected step; the x axis runs to
+    `last_step` when given, so every stage of a lab set is drawn on the same steps."""
     if trace is None or not trace.steps:
         return empty_figure(TITLE, "No steps recorded.", style)
-    drift = cache_drift(trace)
+    counts = cache_positions(trace)
     steps = [step.index for step in trace.steps]
+    end = max(steps[-1], last_step if last_step is not None else steps[-1])
     traces: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [0, 0], "meta": "correct",
-         "name": "correct cache (0)", "line": {"color": COLORS["accepted"], "width": 2, "dash": "dot"},
-         "hoverinfo": "skip"},
-        _line(steps, [target for target, _ in drift], [step.kv_target.stale for step in trace.steps], "target",
-              "target cache"),
-    ]
-    if any(draft is not None for _, draft in drift):
-        traces.append(_line(steps, [draft for _, draft in drift],
-                            [step.kv_draft.stale if step.kv_draft else None for step in trace.steps], "draft",
-                            "draft cache"))
-    values = [v for pair in drift for v in pair if v is not None]
+        {"type": "scatter", "mode": "lines", "x": [steps[0] - 0.5, end + 0.5], "y": [0, 0], "meta": "correct",
+         "name": "correct cache (0)", "line": {"color": COLORS["committed"], "width": 1.5, "dash": "dot"},
+         "hoverinfo": "skip"}]
+    for model, name in (("target", "target cache"), ("draft", "draft cache")):
+        column = [pair[0] if model == "target" else pair[1] for pair in counts]
+        if all(count is None for count in column):
+            continue
+        traces.append(_line(steps, column, model, f"{name}: stale", "stale"))
+        if any(count is not None and count.missing for count in column):
+            traces.append(_line(steps, column, model, f"{name}: missing", "missing"))
+    values = [v for trace_ in traces for v in trace_["y"] if v is not None]
     low, high = min(values + [0]), max(values + [0])
     pad = max(1.0, (high - low) * 0.1)
     return make_figure(traces, TITLE, SUBTITLE, style, height=340 + 2 * style.font_size,
-                       shapes=divergence_line(divergence),
-                       xaxis={"title": {"text": "step"}, "zeroline": False},
-                       yaxis={"title": {"text": "positions off"}, "range": [low - pad, high + pad], "zeroline": False})
+                       shapes=highlight(selected, outline=False) + divergence_line(divergence),
+                       xaxis={"title": {"text": "step"}, "zeroline": False, "range": [steps[0] - 0.5, end + 0.5]},
+                       yaxis={"title": {"text": "positions"}, "range": [low - pad, high + pad], "zeroline": False})
 
 
-def _line(steps: list[int], values: list[int | None], stale: list[int | None], model: str,
-          name: str) -> dict[str, Any]:
-    words = [_words(value, count) for value, count in zip(values, stale)]
-    return {"type": "scatter", "mode": "lines+markers", "x": steps, "y": values, "meta": model, "name": name,
-            "line": {"color": COLORS[model], "width": 2.5, "shape": "hv"}, "marker": {"size": 6},
-            "customdata": words, "hovertemplate": f"step %{{x}}: {name} %{{customdata}}<extra></extra>"}
+def _line(steps: list[int], column: list[CachePositions | None], model: str, name: str,
+          kind: str) -> dict[str, Any]:
+    """Stale counts as they are, missing ones negated (drawn below 0, dashed)."""
+    values = [None if count is None else count.stale if kind == "stale" else -count.missing for count in column]
+    return {"type": "scatter", "mode": "lines+markers", "x": steps, "y": values, "meta": f"{model}.{kind}",
+            "name": name, "customdata": [words(count) for count in column],
+            "line": {"color": COLORS[model], "width": 2.5, "shape": "hv", "dash": "solid" if kind == "stale" else "dash"},
+            "marker": {"size": 6, "symbol": "circle" if kind == "stale" else "triangle-down"},
+            "hovertemplate": f"step %{{x}}, {model} cache: %{{customdata}}<extra></extra>"}
 
 
-def _words(drift: int | None, stale: int | None) -> str:
-    """What a drift value means: stale and missing positions, or (stale unknown, trace/1) their net."""
-    if drift is None:
+def words(count: CachePositions | None) -> str:
+    """'12 stale positions kept, 2 missing', 'correct', or the net of a specviz.trace/1 record."""
+    if count is None:
         return "–"
-    if stale is None:
-        stale, missing = max(drift, 0), max(-drift, 0)
-    else:
-        missing = stale - drift
-    parts = [f"{stale} stale position{'s' * (stale != 1)} kept"] if stale else []
-    if missing:
-        parts.append(f"{missing} position{'s' * (missing != 1)} missing")
-    return ", ".join(parts) or "correct"
+    parts = [f"{count.stale} stale position{'s' * (count.stale != 1)} kept"] if count.stale else []
+    if count.missing:
+        parts.append(f"{count.missing} position{'s' * (count.missing != 1)} missing")
+    text = ", ".join(parts) or "correct"
+    return text if count.known else f"{text} (net only: this trace/1 file does not record stale positions)"

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.sweep_format import SweepCell
 from engine.sweep_reader import SweepTable
-from specviz.figures.common import axis, empty_figure, make_figure
+from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure
 from specviz.style import COLORS, SERIES, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
@@ -82,7 +82,8 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
 
 def theory_figure(table: SweepTable | None, temperature: float | None,
                   style: FigureStyle = FigureStyle()) -> go.Figure:
-    """Measured tokens/step and speedup vs k at one temperature, with the i.i.d. model's curves."""
+    """Measured tokens/step and speedup vs k at one temperature (each run a small point, the mean a
+    large one), with the i.i.d. model: ideal (verify costs one forward) and at the measured verify cost."""
     title = "Measured vs theory"
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
@@ -93,41 +94,89 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
     left = {"xaxis": "x", "yaxis": "y"}
     right = {"xaxis": "x2", "yaxis": "y2"}
     traces: list[dict[str, Any]] = [
-        _points(ks, [c.mean_accepted_length for c in cells], "measured tokens per step", "measured.length",
-                COLORS["accepted"], "k = %{x}: %{y:.2f} tokens per step (measured)", left),
-        _points(ks, [c.speedup for c in cells], "measured speedup", "measured.speedup", COLORS["recovered"],
-                "k = %{x}: %{y:.2f}× target-only (measured)", right),
+        *_spread(table, cells, "length", COLORS["accepted"], left),
+        _points(ks, [c.mean_accepted_length for c in cells], "measured tokens per step (mean)", "measured.length",
+                COLORS["accepted"], "k = %{x}: %{y:.2f} tokens per step (mean of the runs)", left),
+        *_spread(table, cells, "speedup", COLORS["recovered"], right),
+        _points(ks, [c.speedup for c in cells], "measured speedup (mean)", "measured.speedup", COLORS["recovered"],
+                "k = %{x}: %{y:.2f}× target-only (mean of the runs)", right),
         {"type": "scatter", "mode": "lines", "x": [0.5, max(ks) + 0.5], "y": [1.0, 1.0], "meta": "target_only",
          "name": "target-only (1×)", "line": {"color": COLORS["committed"], "dash": "dot", "width": 1.5},
          "hoverinfo": "skip", **right},
     ]
+    verify = [(c.k, c.verify_cost) for c in cells if c.verify_cost is not None]
     if fit is not None:
-        traces.insert(1, {"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.length",
+        traces.insert(2, {"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.length",
                           "y": [expected_tokens_per_step(fit.alpha, k) for k in curve_ks], "line": MODEL_LINE,
                           "name": "model E = (1 − aᵏ⁺¹)/(1 − a)",
                           "hovertemplate": "model, k = %{x}: %{y:.2f} tokens per step<extra></extra>", **left})
-        if fit.cost_ratio is not None:
+        draft = fit.draft_cost if fit.draft_cost is not None else fit.cost_ratio
+        if draft is not None:
             traces.append({"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.speedup",
-                           "y": [expected_speedup(fit.alpha, k, fit.cost_ratio) for k in curve_ks],
-                           "line": {**MODEL_LINE, "color": COLORS["draft"]}, "name": "model E / (k·c + 1)",
-                           "hovertemplate": "model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
+                           "y": [expected_speedup(fit.alpha, k, draft) for k in curve_ks],
+                           "line": {**MODEL_LINE, "color": COLORS["draft"]},
+                           "name": "model, ideal: verify of k + 1 tokens = 1 forward",
+                           "hovertemplate": "ideal model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
+        if fit.draft_cost is not None and verify:
+            traces.append({"type": "scatter", "mode": "lines+markers", "x": [k for k, _ in verify],
+                           "y": [expected_speedup(fit.alpha, k, fit.draft_cost, v) for k, v in verify],
+                           "customdata": [[k + 1, v] for k, v in verify], "meta": "model.speedup_measured_verify",
+                           "line": {"color": COLORS["committed"], "width": 2.5}, "marker": {"symbol": "diamond",
+                                                                                              "size": 9},
+                           "name": "model at the measured verify cost",
+                           "hovertemplate": "k = %{x}: verify of %{customdata[0]} tokens = %{customdata[1]:.2f}× "
+                                            "one token's forward → %{y:.2f}×<extra></extra>", **right})
     cramped = style.narrow or style.font_size > FigureStyle().font_size         # a phone or a projector
-    words = _fit_words(fit, len(cells)).replace(", c", "<br>c") if cramped else _fit_words(fit, len(cells))
-    bonus = "E counts the bonus token (a = 1: k + 1)" if cramped else \
-        "E counts the bonus token: at a = 1 every step emits k + 1"
-    subtitle = f"T = {temperature:g} · {words}<br>{bonus}"
+    lines = [f"T = {temperature:g} · {_fit_words(fit, len(cells))}",
+             "E counts the bonus token (a = 1: k + 1 per step)" if cramped else
+             "E: tokens per step, the bonus token counted (at a = 1 every step emits k + 1)", _cost_words(fit, verify)]
+    subtitle = "<br>".join(line for line in lines if line)
     ticks = {"tickmode": "array", "tickvals": curve_ks, "range": [0.5, max(ks) + 0.5], "zeroline": False}
     # Side by side on a desktop; stacked on a phone or a projector.
     left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if cramped else ([0.0, 0.45], [0.56, 1.0])
     top_y, bottom_y = ([0.62, 1.0], [0.0, 0.38]) if cramped else ([0.0, 1.0], [0.0, 1.0])
     return make_figure(
-        traces, title, subtitle, style, height=(640 if cramped else 400) + 2 * style.font_size,
-        margin={"t": 110 if cramped else 90},
+        traces, title, subtitle, style, height=(700 if cramped else 440) + 3 * style.font_size,
+        margin={"t": 150 if cramped else 110, "b": 60 + 3 * LEGEND_ROOM // 2},
         xaxis=axis(style, domain=left_x, anchor="y", title={"text": "k"}, **ticks),
         xaxis2=axis(style, domain=right_x, anchor="y2", title={"text": "k"}, **ticks),
         yaxis={"title": {"text": "tokens per step"}, "rangemode": "tozero", "domain": top_y},
         yaxis2=axis(style, anchor="x2", domain=bottom_y, title={"text": "speedup ×"},
                     rangemode="tozero"))
+
+
+def _spread(table: SweepTable, cells: list[SweepCell], metric: str, color: str,
+            axes: dict[str, str]) -> list[dict[str, Any]]:
+    """Every run behind the cells as a small hollow point, nudged sideways by prompt and seed."""
+    runs = [(cell.k, run) for cell in cells for run in table.runs_at(cell.k, cell.temperature, cell.tree_nodes)]
+    values = [(k, run, run.mean_accepted_length if metric == "length" else run.speedup) for k, run in runs]
+    values = [(k, run, value) for k, run, value in values if value is not None]
+    if not values:
+        return []
+    labels = sorted({(run.prompt_index, run.seed) for _, run, _ in values})
+    nudge = {label: (i - (len(labels) - 1) / 2) * min(0.08, 0.5 / len(labels)) for i, label in enumerate(labels)}
+    unit = "tokens per step" if metric == "length" else "× target-only"
+    return [{"type": "scatter", "mode": "markers", "meta": f"runs.{metric}", "name": "one run (prompt, seed)",
+             "x": [k + nudge[(run.prompt_index, run.seed)] for k, run, _ in values],
+             "y": [value for *_, value in values], "showlegend": metric == "length",
+             "customdata": [[k, run.prompt_index + 1, run.seed] for k, run, _ in values],
+             "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}},
+             "hovertemplate": f"k = %{{customdata[0]}}, prompt %{{customdata[1]}}, seed %{{customdata[2]}}: "
+                              f"%{{y:.2f}} {unit}<extra></extra>", **axes}]
+
+
+def _cost_words(fit: Any, verify: list[tuple[int, float]]) -> str:
+    """The costs the speedup curves use, named: a draft token's, and the verify forward's at the largest k."""
+    if fit is None or (fit.draft_cost is None and fit.cost_ratio is None):
+        return ""
+    if fit.draft_cost is None:
+        return (f"c = {fit.cost_ratio:.2f} (a draft token / a verify forward); this sweep did not record the "
+                "verify cost, so only the ideal model (verify of k + 1 tokens = 1 forward)")
+    draft = f"a draft token = {fit.draft_cost:.2f}× one target token's forward"
+    if not verify:
+        return draft
+    k, cost = verify[-1]
+    return f"{draft} · measured: verify of {k + 1} tokens = {cost:.2f}× one token (ideal: 1×)"
 
 
 def positions_figure(table: SweepTable | None, temperature: float | None,
@@ -159,5 +208,5 @@ def _points(ks: list[int], values: list[float | None], name: str, meta: str, col
 def _fit_words(fit: Any, num_cells: int) -> str:
     if fit is None:
         return "no model: the drafter gives no q, so no estimate of a"
-    cost = "c unknown" if fit.cost_ratio is None else f"c = {fit.cost_ratio:.2f} (draft/target cost)"
-    return f"a = {fit.alpha:.2f} (mean Σ min(p, q) over {num_cells} k), {cost}"
+    return (f"a = {fit.alpha:.2f}: the chance a draft token is accepted, Σₓ min(p(x), q(x)), "
+            f"mean over {num_cells} k")

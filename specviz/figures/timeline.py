@@ -1,9 +1,12 @@
 """Token timeline: one column per step, one row per draft position, cells coloured by verdict.
 
 Rows d1..dK hold the draft's proposals (accepted / rejected / unverified). The row
-above them holds the token the target adds itself each step: a *recovered* token
-resampled at the first rejection, or a *bonus* token after a full accept. The
-bottom row marks the carryover fed to the draft model before it drafts.
+above them holds the token the target adds itself each step: a *recovered* token at the
+first rejection (greedy: the target's argmax; sampling: drawn from norm(max(0, p − q))),
+or a *bonus* token after a full accept (greedy: the argmax; sampling: drawn from p). The
+bottom row marks the carryover fed to the draft model before it drafts. Besides its
+Okabe-Ito colour each kind has its own fill pattern (PATTERNS), so colour is never the
+only cue.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
 or zoom to see the others.
 """
@@ -19,12 +22,16 @@ import plotly.graph_objects as go
 from engine.records import StepRecord
 from engine.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
+from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle
 from specviz.tokens import number, short, visible
 
 TITLE = "Token timeline"
 SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
+TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first candidate rejected after it,<br>"
+                 "and the token the target adds itself (top row); under each step number, its tree's node count (n)")
 CELL_HEIGHT = 0.86
+PATTERNS = {"rejected": "/", "recovered": "-", "bonus": "."}   # fill patterns: kinds differ without colour
 
 
 @dataclass
@@ -52,21 +59,29 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
         return empty_figure(TITLE, "No steps yet: press Run.", style)
     max_k = max(step.k for step in trace.steps)
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
-    for step in trace.steps:
-        _add_step(cells, step, max_k + 1, style.cell_chars)
+    for position, step in enumerate(trace.steps):
+        previous = trace.steps[position - 1] if position else None
+        _add_step(cells, step, previous, max_k + 1, style.cell_chars, trace.config.is_greedy)
     bars = [_bar(name, cell, style) for name, cell in cells.items()]
     indices = [step.index for step in trace.steps]
     window = step_window(indices, style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
+    tree = any(step.tree is not None for step in trace.steps)
+    ticks = ({"tickmode": "array", "tickvals": indices, "ticktext": [_tree_tick(step) for step in trace.steps]}
+             if tree else {"tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5})
     return make_figure(
-        bars, TITLE, SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
+        bars, TITLE, TREE_SUBTITLE if tree else SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
         barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step) + divergence_line(divergence),
         annotations=divergence_label(divergence, style), **({} if divergence is None else {"margin": {"t": 130}}),
         yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],
                "range": [-0.55, rows - 0.45], "fixedrange": True, "showgrid": False, "zeroline": False},
         xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(indices, window),
-               "tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5,
-               "showgrid": False, "zeroline": False})
+               **ticks, "showgrid": False, "zeroline": False})
+
+
+def _tree_tick(step: StepRecord) -> str:
+    """A tree step's tick: its index over its tree's node count."""
+    return f"{step.index}" if step.tree is None else f"{step.index}<br>({len(step.tree.nodes)})"
 
 
 def divergence_line(step: int | None) -> list[dict[str, Any]]:
@@ -80,12 +95,14 @@ def divergence_line(step: int | None) -> list[dict[str, Any]]:
 def divergence_label(step: int | None, style: FigureStyle) -> list[dict[str, Any]]:
     if step is None:
         return []
-    return [{"text": f"<b>output leaves target-only at step {step}</b>", "name": "divergence", "x": step - 0.5,
-             "xref": "x", "y": 1.0, "yref": "paper", "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+    where = {"x": 0.0, "xref": "paper"} if style.narrow else {"x": step - 0.5, "xref": "x"}  # a phone: no room right
+    return [{"text": f"<b>output leaves target-only at step {step}</b>", "name": "divergence", **where, "y": 1.0,
+             "yref": "paper", "xanchor": "left", "yanchor": "bottom", "showarrow": False,
              "font": {"color": COLORS["rejected"], "size": style.font_size}, "bgcolor": "rgba(255,255,255,0.85)"}]
 
 
-def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int, chars: int) -> None:
+def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord | None, target_row: int, chars: int,
+              greedy: bool) -> None:
     for position, (draft, verdict) in enumerate(zip(step.draft, step.verdicts)):
         target = step.target[position]
         lines = [f"<b>step {step.index}, d{position + 1}: {_escape(visible(draft.text))}</b> ({verdict})",
@@ -95,23 +112,30 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, target_row: int, chars
         if step.draws[position] is not None:
             lines.append(f"random draw u = {number(step.draws[position])}"
                          f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
-        if verdict != "accepted":
+        if greedy and verdict != "unverified":
+            lines.append("= the target's argmax: accept" if verdict == "accepted"
+                         else f"≠ the target's argmax {_escape(visible(target.text))}: reject")
+        elif verdict != "accepted":
             lines.append(f"target's choice here: {_escape(visible(target.text))}")
         cells[verdict].add(step.index, position + 1, _escape(short(draft.text, chars)), "<br>".join(lines))
     extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
     if extra is not None:
         position = len(step.emitted)
         p = next((alt.prob for alt in step.target[position - 1].top if alt.id == extra.id), None)
-        why = (f"resampled from max(0, p − q) after d{position} was rejected" if extra.kind == "recovered"
-               else f"the target's next token after all {step.num_accepted} drafts were accepted")
+        if extra.kind == "recovered":
+            why = (f"the target's argmax at d{position}, which replaces the rejected draft" if greedy
+                   else f"drawn from the residual norm(max(0, p − q)) after d{position} was rejected")
+        else:
+            why = (f"the target's argmax after all {step.num_accepted} drafts were accepted" if greedy
+                   else f"drawn from the target's p after all {step.num_accepted} drafts were accepted")
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
                  + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
         cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
     if step.carryover:
         carried = " ".join(visible(token.text) for token in step.carryover)
         cells["carryover"].add(step.index, 0, _escape(short(carried, chars)),
-                               f"<b>step {step.index}: carryover</b><br>fed to the draft model before drafting:"
-                               f"<br>{_escape(carried)}")
+                               f"<b>step {step.index}: carryover</b><br>{_escape(carried)}<br>"
+                               + _escape(carryover_sentence(step, previous)).replace("; ", "<br>"))
 
 
 def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
@@ -120,9 +144,9 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
     if not cells.x:
         cells = _Cells(x=[None], base=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": COLORS[name], "line": {"width": 0}}
-    if name == "rejected":   # hatched as well as coloured, for greyscale projectors
-        marker["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.45)", "size": 8,
-                             "solidity": 0.25}
+    if name in PATTERNS:     # patterned as well as coloured: colour-blind viewers, greyscale projectors
+        marker["pattern"] = {"shape": PATTERNS[name], "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.5)",
+                             "size": 8, "solidity": 0.25}
     return {
         "type": "bar", "name": LABELS[name], "meta": name, "x": cells.x, "y": [CELL_HEIGHT] * len(cells.x),
         "base": cells.base, "text": cells.text, "hovertext": cells.hover, "hovertemplate": "%{hovertext}<extra></extra>",

@@ -1,7 +1,7 @@
 """The Lab tab's behaviour: show a recorded or live lab set, and record one for a prompt.
 
 `run` records stage D (the correct engine) first and checks it against target-only
-decoding, then A, B, C and the "what if" run, greedy, stepping each inside the
+decoding, then A, B, C, the "what if" run and the tree stage T, greedy, stepping each inside the
 generator so Stop ends it between steps (finished stages stay).
 """
 
@@ -16,9 +16,11 @@ from engine.config import MODEL_DRAFTER, ConfigError, SpecConfig
 from engine.trace import Trace
 from specviz import updates
 from specviz.controls import checked_prompt, choose_models
-from specviz.lab.views import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab
+from specviz.lab.views import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab, render_step
 from specviz.policy import Policy
 from specviz.recording import record_run
+from specviz.run.step_detail import find_step
+from specviz.run.views import shown_tree
 from specviz.runner import RunRequest, Runner
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
@@ -37,8 +39,37 @@ class LabHandlers(Stoppable):
         self.policy = policy
 
     def show(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None) -> Outputs:
-        """Switch the stage shown (no model runs)."""
+        """Switch the stage shown (no model runs); its first divergence is the step selected."""
         return render_lab(lab, key, status, FigureStyle.for_screen(large, width)).outputs()
+
+    def restyle(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None,
+                index: float | None) -> Outputs:
+        """Redraw for a new text size or screen width, keeping the selected step."""
+        return render_lab(lab, key, status, FigureStyle.for_screen(large, width), _step(index)).outputs()
+
+    def select_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
+                    width: float | None) -> Outputs:
+        """The scrubber moved: the timeline, the step's detail, the cache figure and the step's tree follow it."""
+        views = render_step(lab, key, _step(index), FigureStyle.for_screen(large, width))
+        return views.timeline, views.detail, views.drift, shown_tree(views.tree)
+
+    def previous_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
+                      width: float | None) -> Outputs:
+        return self._move(lab, key, index, -1, large, width)
+
+    def next_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
+                  width: float | None) -> Outputs:
+        return self._move(lab, key, index, 1, large, width)
+
+    def _move(self, lab: LabSet | None, key: str, index: float | None, delta: int, large: bool,
+              width: float | None) -> Outputs:
+        trace = lab.traces.get(choice(key).key) if lab else None
+        if trace is None or not trace.steps:
+            return (gr.update(), *self.select_step(lab, key, index, large, width))
+        indices = [step.index for step in trace.steps]
+        current = find_step(trace, _step(index)).index
+        target = indices[min(max(indices.index(current) + delta, 0), len(indices) - 1)]
+        return (target, *self.select_step(lab, key, target, large, width))
 
     def run(self, lab: LabSet | None, key: str, large: bool, width: float | None, preset: str, draft: str,
             target: str, prompt: str, k: float, max_new_tokens: float, request: gr.Request = None,
@@ -84,6 +115,11 @@ class LabHandlers(Stoppable):
         except Exception as error:  # the stage runs are what matter: say why the check is missing
             LOG.exception("the lab's target-only check failed")
             raise gr.Error(f"The target-only check failed: {error}") from None
+
+
+def _step(index: Any) -> int | None:
+    """The scrubber's value as a step index (None when the page sends none)."""
+    return int(index) if isinstance(index, (int, float)) else None
 
 
 def status_only(lab: LabSet | None, status: str) -> Outputs:

@@ -4,22 +4,28 @@ Stages A-D come from engine.lab (each switches a piece of the correct engine off
 a fifth, "what if" run keeps the correct engine but lets the draft sample while the
 target verifies greedily. Stage D is the correct engine, so its greedy output is
 target-only's, token for token (tests/test_lab.py proves it): every stage is compared
-with D's output, and a live run also checks D itself against target-only decoding.
+with D's output, and a live run also checks D itself against target-only decoding. The
+tree stage T (engine.lab.TREE_STAGE) puts D's chain beside a token tree (specviz/lab/tree_stage.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from html import escape
-from typing import Callable
+from typing import Any, Callable
 
 import plotly.graph_objects as go
 
 from engine.config import SpecConfig
-from engine.lab import LAB_STAGES, cache_drift, first_divergence
+from engine.lab import LAB_STAGES, TREE_STAGE, cache_positions, first_divergence
 from engine.trace import Trace
 from specviz.figures.lab import drift_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.figures.tree import is_tree_trace, tree_figure
+from specviz.lab.story import acceptance_note, step_caches_html
+from specviz.lab.tree_stage import chain_timeline, is_tree_stage, tree_comparison_html
+from specviz.run.step_detail import find_step, step_detail_html
+from specviz.run.views import Scrubber, scrubber_for, shown_tree
 from specviz.style import FigureStyle
 from specviz.tokens import percent, visible
 from specviz.updates import ComponentFields
@@ -46,6 +52,7 @@ CHOICES: tuple[LabChoice, ...] = tuple(LabChoice(s.key, s.title, s.explanation, 
               "but every emitted token is still the target's own greedy choice: the output stays identical "
               "to target-only decoding.",
               lambda config: LAB_STAGES[-1].apply(config).replace(draft_temperature=SAMPLED_DRAFT_TEMPERATURE)),
+    LabChoice(TREE_STAGE.key, TREE_STAGE.title, TREE_STAGE.explanation, TREE_STAGE.apply),
 )
 KEYS = tuple(choice.key for choice in CHOICES)
 RUN_ORDER = (REFERENCE, *(key for key in KEYS if key != REFERENCE))     # the reference first
@@ -114,48 +121,109 @@ class LabViews(ComponentFields):
     status: str
     explanation: str
     verdict: str
+    chain_timeline: go.Figure | None        # the tree stage's chain (stage D) beside it; None (hidden) elsewhere
     timeline: go.Figure
+    scrubber: Scrubber
+    detail: str
+    tree: go.Figure | None                  # the selected step's draft tree; None (hidden) without one
     drift: go.Figure
 
+    def outputs(self) -> tuple[Any, ...]:
+        """The values in `names()` order; the scrubber as the slider update the page needs, the
+        tree stage's figures shown only there."""
+        special = {"scrubber": self.scrubber.update(), "chain_timeline": shown_tree(self.chain_timeline),
+                   "tree": shown_tree(self.tree)}
+        return tuple(special[name] if name in special else getattr(self, name) for name in self.names())
 
-def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = FigureStyle()) -> LabViews:
-    """The stage `key` of `lab`: explanation, verdict cards, timeline with the divergence line, cache drift."""
+
+@dataclass(frozen=True)
+class StepViews:
+    """What changes when the selected step moves: the figures that mark it and its detail."""
+
+    timeline: go.Figure
+    detail: str
+    drift: go.Figure
+    tree: go.Figure | None = None           # the selected step's draft tree (the tree stage)
+
+
+def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = FigureStyle(),
+               selected: int | None = None) -> LabViews:
+    """The stage `key` of `lab`: explanation, verdict cards, timeline with the divergence line, the
+    selected step's detail (default: the step where the output first leaves target-only, else the first)
+    and the stale/missing cache positions."""
     picked = choice(key)
     explanation = (f"<div class='sv-lab-text'><h3>{escape(picked.title)}</h3><p>{escape(picked.explanation)}</p></div>")
     trace = lab.traces.get(picked.key) if lab else None
     reference = lab.reference if lab else None
-    if trace is None:
+    if trace is None or not trace.steps:
         missing = ("Not recorded for this prompt yet: press <b>Run the lab</b>." if lab and lab.traces
                    else "No lab traces yet: press <b>Run the lab</b>.")
-        return LabViews(lab, status, explanation, f"<div class='sv-note'>{missing}</div>",
-                        timeline_figure(None, style=style), drift_figure(None, style=style))
+        return LabViews(lab, status, explanation, f"<div class='sv-note'>{missing}</div>", None,
+                        timeline_figure(None, style=style), scrubber_for(None, None),
+                        step_detail_html(None, None), None, drift_figure(None, style=style))
     diff = difference(trace, reference) if reference is not None else None
-    step = diff.step if diff else None
-    return LabViews(lab, status, explanation, verdict_html(trace, reference, diff, lab),
-                    timeline_figure(trace, selected_step=step, style=style, divergence=step),
-                    drift_figure(trace, step, style=style))
+    index = find_step(trace, selected if selected is not None else diff.step if diff and diff.step is not None
+                      else trace.steps[0].index).index
+    views = render_step(lab, picked.key, index, style)
+    chain = chain_timeline(reference, style) if is_tree_stage(picked.key) else None
+    return LabViews(lab, status, explanation, verdict_html(picked.key, trace, reference, diff, lab), chain,
+                    views.timeline, scrubber_for(trace, index), views.detail, views.tree, views.drift)
 
 
-def verdict_html(trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
-    """Cards (acceptance vs the correct engine, tokens per step, cache drift) and the output verdict."""
+def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureStyle = FigureStyle()) -> StepViews:
+    """The figures and detail of stage `key` with step `index` selected (the nearest recorded step)."""
+    trace = lab.traces.get(choice(key).key) if lab else None
+    if trace is None or not trace.steps:
+        return StepViews(timeline_figure(None, style=style), step_detail_html(None, None), drift_figure(None, style=style))
+    step = find_step(trace, index).index
+    reference = lab.reference if lab else None
+    diff = difference(trace, reference) if reference is not None else None
+    divergence = diff.step if diff else None
+    last_step = max(t.steps[-1].index for t in lab.traces.values() if t.steps)
+    detail = step_detail_html(trace, step) + step_caches_html(trace, step)
+    timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence)
+    if is_tree_stage(key):
+        timeline.layout.title.text = f"<b>Tree (stage T): up to {trace.config.tree_nodes} nodes a step</b>"
+    return StepViews(timeline, detail, drift_figure(trace, divergence, style=style, selected=step, last_step=last_step),
+                     tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None)
+
+
+TOKENS_PER_STEP_TIP = ("accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps: "
+                      "the tokens one target forward emits. vLLM's 'mean acceptance length' counts the same way.")
+
+
+def verdict_html(key: str, trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
+    """Cards (acceptance and tokens per step vs the correct engine, each cache's stale and missing
+    positions at the end), why the acceptance is what it is, and the output verdict."""
+    if is_tree_stage(key):
+        return (f"<div class='sv-metrics'>{tree_comparison_html(reference, trace)}"
+                f"{_output_verdict(trace, reference, diff, lab)}</div>")
     summary = trace.summary
     correct = reference.summary if reference is not None else None
-    drift = cache_drift(trace)
-    target_max = max((t for t, _ in drift), default=0)
-    draft_values = [d for _, d in drift if d is not None]
+    target, draft = cache_positions(trace)[-1]
     cards = [
         _card("acceptance rate", percent(summary.acceptance_rate),
-              f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else ""),
+              f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else "",
+              "accepted drafts / drafts checked"),
         _card("tokens per step",
               "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
               f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
-              else ""),
-        _card("target cache drift", f"{target_max:+d}" if target_max else "0",
-              "most stale positions at once" if target_max else "always equal to a fresh prefill"),
-        _card("draft cache drift", _draft_drift(draft_values), "missing (−) or stale (+) positions at worst"),
+              else "", TOKENS_PER_STEP_TIP),
+        _card("target cache at the end", _positions(target), "stale · missing positions",
+              "stale: kept positions holding no committed text; missing: committed tokens never fed"),
     ]
+    if draft is not None:
+        cards.append(_card("draft cache at the end", _positions(draft), "stale · missing positions",
+                           "stale: kept positions holding no committed text; missing: committed tokens never fed"))
+    why = acceptance_note(key, trace, lab.traces, reference)
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
+            f"<div class='sv-note sv-lab-why'>{escape(why)}</div>"
             f"{_output_verdict(trace, reference, diff, lab)}</div>")
+
+
+def _positions(count: Any) -> str:
+    text = f"{count.stale} · {count.missing}"
+    return text if count.known else f"net {count.stale - count.missing:+d}"
 
 
 def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
@@ -180,17 +248,10 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
             f"<span class='sv-tok sv-accepted'>{escape(visible(diff.expected or ''))}</span>…</div></div>")
 
 
-def _draft_drift(values: list[int]) -> str:
-    if not values:
-        return "–"
-    worst = max(values, key=abs)
-    return f"{worst:+d}" if worst else "0"
-
-
 def _token_texts(trace: Trace) -> list[str]:
     return [token.text for step in trace.steps for token in step.emitted]
 
 
-def _card(label: str, value: str, note: str) -> str:
-    return (f"<div class='sv-card'><div class='sv-card-label'>{escape(label)}</div>"
+def _card(label: str, value: str, note: str, tip: str = "") -> str:
+    return (f"<div class='sv-card' title='{escape(tip)}'><div class='sv-card-label'>{escape(label)}</div>"
             f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")

@@ -24,11 +24,13 @@ from specviz import updates
 from specviz.controls import Controls
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.model_picker import picker_changed
 from specviz.policy import Policy
 from specviz.run.export import export_files, prune_exports
+from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_detail_html
-from specviz.run.views import Views, render
+from specviz.run.views import Views, render, shown_tree
 from specviz.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
@@ -53,7 +55,8 @@ class Handlers(Stoppable):
 
     # --- run / stop -----------------------------------------------------------------------
     def run(self, trace: Trace | None, large: bool, width: float | None, preset: str, draft: str, target: str,
-            drafter: str, prompt: str, k: float, adaptive_k: bool, temperature: float, top_p: float, top_k: float,
+            drafter: str, prompt: str, k: float, adaptive_k: bool, tree_nodes: float, tree_branch: float,
+            temperature: float, top_p: float, top_k: float,
             max_new_tokens: float, seed: float, draft_dtype: str, target_dtype: str, with_baseline: bool,
             request: gr.Request = None, progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
         """Load the pair if needed, then step the generation here, yielding every view as it grows.
@@ -65,9 +68,9 @@ class Handlers(Stoppable):
             if stop.is_set():
                 yield status_only(trace, STOPPED_IN_QUEUE)
                 return
-            run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, temperature,
-                                            top_p, top_k, max_new_tokens, seed, draft_dtype, target_dtype,
-                                            with_baseline), self.policy)
+            run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, tree_nodes,
+                                            tree_branch, temperature, top_p, top_k, max_new_tokens, seed,
+                                            draft_dtype, target_dtype, with_baseline), self.policy)
             style = FigureStyle.for_screen(large, width)
             progress(0.0, desc=f"Loading {run_request.models.label}…")
             try:
@@ -145,13 +148,17 @@ class Handlers(Stoppable):
 
     # --- step scrubber ----------------------------------------------------------------------
     def select_step(self, trace: Trace | None, index: float | None, large: bool,
-                    width: float | None) -> tuple[Any, Any, str]:
-        """Timeline and cache figure scrolled to the step and outlining it, and the step's detail."""
+                    width: float | None) -> tuple[Any, Any, str, Any, str]:
+        """Timeline and cache figure scrolled to the step and outlining it, the step's detail, its
+        draft tree (the tree plot hidden in a chain run), and the output with the step's tokens outlined."""
         step_index = None if index is None else int(round(index))
+        if trace is not None and trace.steps and step_index is not None:
+            step_index = find_step(trace, step_index).index
         style = FigureStyle.for_screen(large, width)
+        tree = tree_figure(trace, selected_step=step_index, style=style) if is_tree_trace(trace) else None
         return (timeline_figure(trace, selected_step=step_index, style=style),
                 kv_cache_figure(trace, selected_step=step_index, style=style),
-                step_detail_html(trace, step_index))
+                step_detail_html(trace, step_index), shown_tree(tree), output_html(trace, step_index))
 
     def previous_step(self, trace: Trace | None, index: float | None, large: bool,
                       width: float | None) -> tuple[Any, ...]:
@@ -198,16 +205,20 @@ class Handlers(Stoppable):
         first = trace.steps[0].index if trace.steps else None
         return render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)).outputs()
 
-    def export(self, trace: Trace | None) -> list[str]:
-        """The trace as JSON and its figures as one standalone HTML page (desktop sizes), in a fresh folder."""
+    def export(self, trace: Trace | None, index: float | None = None) -> list[str]:
+        """The trace as JSON and its figures as HTML pages framed on the selected step (desktop sizes),
+        sharing one plotly.min.js, and all of it zipped, in a fresh folder."""
         if trace is None:
             raise gr.Error("Nothing to export yet: run a generation or load a trace first.")
-        views = render(trace, "")
+        step = int(index) if isinstance(index, (int, float)) else None
+        views = render(trace, "", selected=step)
         figures = {"timeline": views.timeline, "kv-cache": views.kv_cache, "per-step": views.per_step,
                    "positions": views.positions, "histogram": views.histogram}
+        if views.tree is not None:
+            figures["tree"] = views.tree          # the selected step's draft tree
         directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
         prune_exports(directory.parent)
-        return [str(path) for path in export_files(trace, figures, directory)]
+        return [str(path) for path in export_files(trace, figures, directory, views.scrubber.value)]
 
 
 def status_only(trace: Trace | None, status: str) -> Outputs:

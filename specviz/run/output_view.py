@@ -5,22 +5,27 @@ from __future__ import annotations
 from html import escape
 
 from engine.config import MAX_K, NGRAM_DRAFTER
+from engine.kernel_names import describe_kernel
 from engine.metrics import expected_speedup, expected_tokens_per_step, verified_acceptance
 from engine.trace import Trace
 from specviz.style import LABELS
 from specviz.tokens import percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
+TOKENS_PER_STEP_TIP = ("Tokens per step = accepted drafts + 1 (the recovered or bonus token), averaged over steps; "
+                       "vLLM calls this the mean acceptance length. Each step is one target forward.")
 
 
-def output_html(trace: Trace | None) -> str:
-    """The generated text, each token a span coloured by origin (accepted draft, recovered, bonus)."""
+def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
+    """The generated text, each token a span marked by origin (accepted draft, recovered, bonus: a colour
+    and an underline style); the tokens the step `selected_step` (an index) emitted are outlined."""
     if trace is None:
         return "<div class='sv-output sv-empty'>The generated text appears here.</div>"
-    legend = "".join(f"<span class='sv-tok sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in ORIGINS)
+    legend = "".join(f"<span class='sv-out sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in ORIGINS)
+    legend += "<span class='sv-out sv-accepted sv-selected'>selected step</span>" if selected_step is not None else ""
     spans = "".join(
-        f"<span class='sv-out sv-{token.kind}' title='step {step.index}: {escape(LABELS[token.kind])}'>"
-        f"{escape(token.text)}</span>"
+        f"<span class='sv-out sv-{token.kind}{' sv-selected' if step.index == selected_step else ''}' "
+        f"title='step {step.index}: {escape(LABELS[token.kind])}'>{escape(token.text)}</span>"
         for step in trace.steps for token in step.emitted)
     state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
     prompt = escape(trace.prompt.text)
@@ -31,21 +36,23 @@ def output_html(trace: Trace | None) -> str:
 
 
 def metrics_html(trace: Trace | None) -> str:
-    """Cards: acceptance rate, mean accepted length, tokens/s, forwards vs tokens, baseline comparison."""
+    """Cards: acceptance rate, tokens per step, tokens/s, forwards vs tokens, baseline comparison."""
     if trace is None:
         return "<div class='sv-metrics sv-empty'>Metrics appear after the first step.</div>"
     summary = trace.summary
     config = trace.config
     alpha = verified_acceptance(trace.steps)
     max_k = max((step.k for step in trace.steps), default=config.k)
-    model = f"model predicts {expected_tokens_per_step(alpha, max_k):.2f}" if alpha is not None else ""
+    model = (f"; with a = {alpha:.2f}, the chance a checked draft is accepted, the i.i.d. model predicts "
+             f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
     cards = [
         _card("acceptance rate", percent(summary.acceptance_rate),
               f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
               + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
-        _card("mean accepted length",
+        _card("tokens per step",
               "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
-              f"tokens emitted per step (per target forward), bonus included; {model}"),
+              f"tokens emitted per step (one target forward each): accepted drafts + 1 recovered or bonus "
+              f"token, so up to k + 1 = {max_k + 1}{model}", TOKENS_PER_STEP_TIP),
         _card("target forwards", f"{summary.target_forwards}",
               f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
         _card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
@@ -54,7 +61,8 @@ def metrics_html(trace: Trace | None) -> str:
     if summary.estimated_alpha is not None and summary.cost_ratio is not None:
         predicted = expected_speedup(summary.estimated_alpha, max_k, summary.cost_ratio)
         cards.append(_card("predicted speedup", f"{predicted:.2f}×",
-                           f"Leviathan et al.: α = Σ min(p, q) = {summary.estimated_alpha:.2f}, "
+                           f"Leviathan et al.: α = Σₓ min(p(x), q(x)) = {summary.estimated_alpha:.2f}, the overlap of "
+                           f"the draft's and target's distributions (the chance a draft is accepted), "
                            f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
     if summary.baseline is not None:
         cards.append(_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
@@ -63,26 +71,29 @@ def metrics_html(trace: Trace | None) -> str:
             f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
 
 
-def _card(label: str, value: str, note: str) -> str:
-    return (f"<div class='sv-card'><div class='sv-card-label'>{escape(label)}</div>"
+def _card(label: str, value: str, note: str, tip: str = "") -> str:
+    title = f" title='{escape(tip)}'" if tip else ""
+    return (f"<div class='sv-card'{title}><div class='sv-card-label'>{escape(label)}</div>"
             f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")
 
 
 def _baseline_badge(trace: Trace) -> str:
-    """What was checked against a target-only run, else what the settings guarantee (engine.config.Exactness)."""
+    """What the settings guarantee (engine.config.Exactness, the one rule) and, when a target-only
+    run was compared, what the check found; both read the rule, so they never contradict."""
     baseline, exactness = trace.summary.baseline, trace.config.exactness
     note = f"<span class='sv-muted'>{escape(exactness.note)}</span>"
     if baseline is None:
         return f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(exactness.label)}</span> {note}</div>"
     if baseline.identical:
-        return "<div class='sv-note'><span class='sv-badge sv-ok'>✓ identical to the target-only run (checked)</span></div>"
-    if baseline.exact_expected:
+        return (f"<div class='sv-note'><span class='sv-badge sv-ok'>✓ identical to the target-only run (checked)"
+                f"</span> {note}</div>")
+    if exactness.token_for_token:
         badge = "<span class='sv-badge sv-bad'>✗ differs from the target-only run (checked)</span>"
         why = ("<span class='sv-muted'>Greedy with a float32 target allows this only where float rounding flips "
                "a near tie; anything else is a bug: please report it.</span>")
         return f"<div class='sv-note'>{badge} {why}</div>"
     return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ differs from the target-only run (checked; "
-            f"allowed here)</span> {note}</div>")
+            f"allowed here: {escape(exactness.label)})</span> {note}</div>")
 
 
 def _config_line(trace: Trace) -> str:
@@ -92,5 +103,7 @@ def _config_line(trace: Trace) -> str:
     sampling = "greedy" if config.is_greedy else (f"temperature {config.temperature:g}, top-p {config.top_p:g}"
                                                    f", top-k {config.top_k or 'off'}")
     k = f"adaptive k from {config.k}, at most {min(2 * config.k, MAX_K)}" if config.adaptive_k else f"k = {config.k}"
+    kernels = "".join(f" · {role} kernel: {describe_kernel(name)}" for role, name in
+                      (("target", config.target_kernel), ("draft", config.draft_kernel)) if name)
     return (f"target {config.target or '?'} ({config.target_dtype or '?'}) · {drafter} · {k} · {sampling}"
-            f" · max {config.max_new_tokens} new tokens · seed {config.seed}")
+            f" · max {config.max_new_tokens} new tokens · seed {config.seed}{kernels}")

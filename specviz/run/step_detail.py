@@ -1,8 +1,10 @@
 """Step detail: one step's drafts against the target's choices, as escaped HTML.
 
-Shows p, q, min(1, p/q) and the random draw per draft position, both models' top
-alternatives, the residual distribution max(0, p - q) a rejected position was
-resampled from, the carryover fed to the draft, and the cache lengths in words.
+Answers three questions from one screen (issue #17): which drafts were accepted and why
+(the target's argmax, or u < min(1, p/q) with both numbers), what the target's own token is
+and where it goes next, and why each cache lost exactly the positions it lost (the cache
+arithmetic in words, specviz/run/cache_story.py). At a sampled rejection the residual
+norm(max(0, p − q)) the recovered token was drawn from is drawn as bars (residual_view.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from html import escape
 
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.trace import Trace
+from specviz.run.cache_story import CacheStory, draft_story, quoted, target_story
+from specviz.run.residual_view import residual_html
+from specviz.run.step_reasons import budget_note, carryover_sentence, ends_run, greedy_rule, outcome, verdict_reason
 from specviz.style import LABELS
 from specviz.tokens import number, visible
 
@@ -22,14 +27,16 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     if trace is None or not trace.steps:
         return "<div class='sv-empty'>No step to show yet. Press <b>Run</b> or load a trace.</div>"
     step = find_step(trace, step_index)
+    position = trace.steps.index(step)
+    previous = trace.steps[position - 1] if position else None
     greedy = trace.config.is_greedy
     parts = [
         _header(trace, step),
-        _carryover(step),
+        _carryover(step, previous),
         _table(step, greedy),
         _resolution(step, greedy),
-        _emitted(step),
-        _caches(trace, step),
+        _emitted(trace, step),
+        _caches(trace, step, previous),
     ]
     return "<div class='sv-detail'>" + "".join(parts) + "</div>"
 
@@ -43,51 +50,55 @@ def find_step(trace: Trace, step_index: int | None) -> StepRecord:
 
 def _header(trace: Trace, step: StepRecord) -> str:
     last = trace.steps[-1].index
-    outcome = (f"all {step.k} drafts accepted" if step.k and step.num_accepted == step.k
-               else "no drafts (plain target step)" if step.k == 0
-               else f"{step.num_accepted} of {step.k} drafts accepted")
+    prompt = len(trace.prompt.token_ids)
+    generated = step.context_len - prompt
+    context = (f"context before: {step.context_len} tokens ({prompt} prompt + {generated} generated)"
+               if generated >= 0 else f"context before: {step.context_len} tokens")
+    note = budget_note(trace, step)
     return (f"<div class='sv-detail-head'><span class='sv-step-no'>Step {step.index}"
             f"<span class='sv-of'> (steps {trace.steps[0].index}–{last})</span></span>"
-            f"<span>{escape(outcome)} → emitted {step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
-            f"<span class='sv-muted'>context before: {step.context_len} tokens"
-            f" · draft {step.timing.draft:.0f} ms · verify {step.timing.verify:.0f} ms"
-            f"{' · EOS' if step.eos else ''}</span></div>")
+            f"<span>{escape(outcome(step))} → emitted {step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
+            f"<span class='sv-muted'>{escape(context)} · draft {step.timing.draft:.0f} ms · verify "
+            f"{step.timing.verify:.0f} ms{' · EOS' if step.eos else ''}</span></div>"
+            + (f"<div class='sv-row sv-muted sv-k-note'>{escape(note)}</div>" if note else ""))
 
 
-def _carryover(step: StepRecord) -> str:
-    if step.carryover:
-        chips = "".join(_chip(token.text, "carryover") for token in step.carryover)
-        note = ("fed to the draft model before it drafts: tokens it has not seen yet "
-                "(after a full accept: its last draft and the bonus token)")
-        return f"<div class='sv-row'><b>Carryover</b> {chips} <span class='sv-muted'>{note}</span></div>"
-    why = ("the n-gram drafter has no model to feed" if step.kv_draft is None
-           else "the first step prefills the prompt instead" if step.index == 0
-           else "none fed to the draft this step")
-    return f"<div class='sv-row'><b>Carryover</b> <span class='sv-muted'>{why}</span></div>"
+def _carryover(step: StepRecord, previous: StepRecord | None) -> str:
+    chips = "".join(_chip(token.text, "carryover") for token in step.carryover)
+    sentence = escape(carryover_sentence(step, previous))
+    return f"<div class='sv-row sv-carry'><b>Carryover</b> {chips} <span class='sv-muted'>{sentence}</span></div>"
 
 
 def _table(step: StepRecord, greedy: bool) -> str:
-    rule = "greedy: accept while draft = target's argmax" if greedy else "accept if u < min(1, p/q)"
+    rule = greedy_rule() if greedy else ("sampling: accept d_i if a uniform draw u < min(1, p/q), so always when the "
+                                         "target gives the token at least the draft's probability; else reject and stop")
+    sampled_heads = "" if greedy else "<th>min(1, p/q)</th><th>draw u</th>"
     head = ("<tr><th>pos</th><th>draft token</th><th>q<br><small>draft prob</small></th>"
-            "<th>p<br><small>target prob</small></th><th>min(1, p/q)</th><th>draw u</th><th>verdict</th>"
+            f"<th>p<br><small>target prob</small></th>{sampled_heads}<th class='sv-verdict'>verdict</th><th>why</th>"
             "<th>target's choice</th><th>draft top</th><th>target top</th></tr>")
     rows = []
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
+        sampled = ("" if greedy else f"<td>{number(step.accept_prob[position])}</td>"
+                                     f"<td>{number(step.draws[position])}</td>")
         rows.append(
             f"<tr class='sv-{verdict}'><td>d{position + 1}</td><td>{_chip(draft.text, verdict)}</td>"
-            f"<td>{number(draft.q)}</td><td>{number(target.p)}</td><td>{number(step.accept_prob[position])}</td>"
-            f"<td>{number(step.draws[position])}</td><td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
+            f"<td>{number(draft.q)}</td><td>{number(target.p)}</td>{sampled}"
+            f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
+            f"<td class='sv-why'>{escape(verdict_reason(step, position, greedy))}</td>"
             f"<td>{_token(target.text)}</td><td>{_alternatives(draft.top)}</td><td>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
     if bonus is not None:
         reached = step.num_accepted == step.k
+        why = ("all drafts accepted: " + ("the target's argmax here" if greedy else "drawn from p here")
+               if reached else "not reached: a draft was rejected")
+        blanks = "<td></td><td></td>" + ("" if greedy else "<td></td><td></td>")
         rows.append(
             f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>"
-            f"{'(no draft: bonus position)' if reached else '(not reached)'}</td><td></td><td></td><td></td><td></td>"
-            f"<td class='sv-verdict'>{'bonus' if reached else ''}</td><td>{_token(bonus.text)}</td><td></td>"
-            f"<td>{_alternatives(bonus.top)}</td></tr>")
+            f"{'(no draft: bonus position)' if reached else '(not reached)'}</td>{blanks}"
+            f"<td class='sv-verdict'>{'bonus' if reached else ''}</td><td class='sv-why'>{escape(why)}</td>"
+            f"<td>{_token(bonus.text)}</td><td></td><td>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
@@ -96,43 +107,60 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
     position = step.rejected_at
     if position is None:
         if step.k and step.num_accepted == step.k:
+            bonus = step.target[step.k]
+            how = "its argmax" if greedy else "a token drawn from its distribution p"
             return (f"<div class='sv-row'><b>All {step.k} drafts accepted.</b> The same target forward also gave the "
-                    f"distribution after them, so the target adds a bonus token for free.</div>")
+                    f"distribution after d{step.k}, so the target adds {how} as a bonus token for free: "
+                    f"{_token(bonus.text)}.</div>")
         return ""
     draft = step.draft[position]
     replacement = step.target[position]
     if greedy:
         return (f"<div class='sv-row'><b>Rejected at d{position + 1}:</b> the draft proposed {_token(draft.text)} but "
-                f"the target's argmax is {_token(replacement.text)}, which is emitted instead (recovered).</div>")
-    residual = "".join(
-        f"<div class='sv-bar-row'><span class='sv-bar-label'>{_token(alt.text)}</span>"
-        f"<span class='sv-bar' style='width:{max(1.0, 100 * alt.prob):.1f}%'></span>"
-        f"<span class='sv-bar-value'>{alt.prob:.3f}</span></div>" for alt in step.residual)
-    body = residual or "<span class='sv-muted'>(this trace did not record the residual)</span>"
-    return (f"<div class='sv-row sv-residual'><b>Rejected at d{position + 1}</b> ({_token(draft.text)}): the "
-            f"recovered token {_token(replacement.text)} was sampled from the residual "
-            f"norm(max(0, p − q)), the target mass the draft under-covered:{body}</div>")
+                f"the target's argmax is {_token(replacement.text)}, which is emitted instead (recovered)"
+                f"{'; the drafts after it are dropped unchecked' if position < step.k - 1 else ''}.</div>")
+    return residual_html(step, position)
 
 
-def _emitted(step: StepRecord) -> str:
+def _emitted(trace: Trace, step: StepRecord) -> str:
     chips = "".join(_chip(token.text, token.kind) for token in step.emitted)
-    return f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''}</div>"
+    end = ends_run(trace, step)
+    if end:
+        nxt = f"{end[0].upper()}{end[1:]}."
+    elif step.emitted:
+        last = step.emitted[-1]
+        nxt = (f"Next step the {last.kind} token {quoted(last.text)} is fed to the target with its verify forward"
+               + (" and to the draft model first, as carryover." if step.kv_draft is not None else "."))
+    else:
+        nxt = ""
+    return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
+            f"<span class='sv-muted'>{escape(nxt)}</span></div>")
 
 
-def _caches(trace: Trace, step: StepRecord) -> str:
-    position = trace.steps.index(step)
-    previous = trace.steps[position - 1] if position else None
-    mode = trace.config.cutoff_mode
-    lines = [cache_sentence("target", step.kv_target, previous.kv_target if previous else None, mode)]
-    lines.append(cache_sentence("draft", step.kv_draft, previous.kv_draft if previous else None, mode)
-                 if step.kv_draft is not None else "draft: n-gram lookup, no cache")
-    return "<div class='sv-row sv-caches'>" + "".join(f"<div>{escape(line)}</div>" for line in lines) + "</div>"
+def _caches(trace: Trace, step: StepRecord, previous: StepRecord | None) -> str:
+    mode, end = trace.config.cutoff_mode, ends_run(trace, step)
+    stories = [target_story(step, previous, mode, end)]
+    if step.kv_draft is not None:
+        missing = 0 if trace.config.carryover else sum(
+            earlier.k > 0 and earlier.num_kept == earlier.k for earlier in trace.steps[:trace.steps.index(step)])
+        stories.append(draft_story(step, previous, mode, trace.config.carryover, end, missing))
+    else:
+        stories.append(CacheStory("draft: n-gram lookup, no cache", (
+            "The n-gram drafter copies its guesses from earlier text: it has no model, so there is no cache to "
+            "feed or cut.",)))
+    return ("<div class='sv-row sv-caches'><b>Why the caches have these lengths</b>"
+            + "".join(_story(story) for story in stories) + "</div>")
+
+
+def _story(story: CacheStory) -> str:
+    items = "".join(f"<li>{escape(sentence)}</li>" for sentence in story.sentences)
+    return f"<div class='sv-story'><div class='sv-story-head'>{escape(story.headline)}</div><ul>{items}</ul></div>"
 
 
 def cache_sentence(model: str, cache: CacheLengths, previous: CacheLengths | None = None,
                    cutoff_mode: str = "truncate") -> str:
     """'target cache 48 → 53 → 50: 3 rejected positions cut', or where a lab mode keeps them
-    'target cache 64 → 70: 5 rejected positions left in place, 12 stale in total'.
+    'target cache 64 → 70: 5 rejected positions left in place, 12 stale in total' (the KV figure's hover).
 
     `previous` is the step before's record of the same cache (None for the first step): the
     positions left this step are the growth of the cumulative `stale`.

@@ -1,6 +1,6 @@
-"""The Run tab: controls on the left (models, prompt, k, temperature, more settings), the run on
-the right (token timeline, step scrubber, step detail, output, KV caches, acceptance charts,
-export/import), wired to `Handlers` (specviz/run/handlers.py). One column on a phone.
+"""The Run tab: controls on the left (models, prompt, k, tree size, temperature, more settings), the run
+on the right (token timeline, step scrubber, the step's draft tree in a tree run, step detail, output,
+KV caches, acceptance charts, export/import), wired to `Handlers` (specviz/run/handlers.py). One column on a phone.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER, SpecConfig
+from engine.config import (DRAFT_DTYPES, DTYPES, MAX_TREE_BRANCH, MAX_TREE_NODES, MODEL_DRAFTER, NGRAM_DRAFTER,
+                           SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
 from specviz.policy import Policy
 from specviz.run.handlers import Handlers
+from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
 from specviz.runner import CUSTOM, Runner
 
@@ -27,7 +29,8 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     page's text-size toggle and viewport width."""
     handlers = Handlers(runner, policy=policy)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
-    initial = render(demo_trace.trace, _demo_status(demo_trace), selected=first)
+    initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)
+    recorded = RecordedRuns(demo_trace, policy)
     state = gr.State(demo_trace.trace, time_to_live=STATE_TTL_S)
     with gr.Row(elem_id="sv-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
@@ -36,9 +39,15 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                 run = gr.Button("Run", variant="primary", elem_id="sv-run")
                 stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
         with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
+            recorded_pick = gr.Radio(recorded.choices(), value=demo_trace.name or None, elem_id="sv-recorded",
+                                     label="Recorded runs of the default pair (no model needed)",
+                                     visible=len(recorded.traces) > 1)
             views = _views(initial)
     views_out = [state if name == "trace" else views[name] for name in Views.names()]
     control_in = [controls[name] for name in Controls.names()]
+    recorded_pick.input(recorded.show, inputs=[recorded_pick, large, width],
+                        outputs=[*views_out, *(controls[name] for name in CONTROL_FIELDS)],
+                        show_progress="hidden", concurrency_limit=None, api_visibility="private")
 
     # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
     # (text for a number, a value out of range) gets the same clear sentence as the page's.
@@ -49,7 +58,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                           show_progress="hidden", concurrency_limit=8, api_visibility="private")
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="stop")
-    step_out = [views["timeline"], views["kv_cache"], views["detail"]]
+    step_out = [views["timeline"], views["kv_cache"], views["detail"], views["tree"], views["output"]]
     step_in = [state, views["scrubber"], large, width]
     views["scrubber"].input(handlers.select_step, inputs=step_in, outputs=step_out, trigger_mode="always_last",
                             show_progress="hidden", concurrency_limit=None, api_name="select_step")
@@ -68,16 +77,8 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
     views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                            concurrency_limit=2, api_visibility="private")
-    views["export"].click(handlers.export, inputs=[state], outputs=[views["files"]],
+    views["export"].click(handlers.export, inputs=[state, views["scrubber"]], outputs=[views["files"]],
                           concurrency_limit=2, api_name="export")
-
-
-def _demo_status(demo_trace: DemoTrace) -> str:
-    if demo_trace.trace is None:
-        return "No recorded trace found: choose a preset and press **Run** to record one."
-    config = demo_trace.trace.config
-    return (f"Showing the recorded trace **{demo_trace.name}** ({config.target or 'target'}, "
-            f"{len(demo_trace.trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
 
 
 def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str, gr.components.Component]:
@@ -108,6 +109,13 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
         c["k"] = gr.Slider(1, policy.max_k, value=min(start.k, policy.max_k), step=1, label="k (draft tokens per step)",
                            elem_id="sv-k", min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
+    with gr.Row(elem_id="sv-tree-row"):
+        c["tree_nodes"] = gr.Slider(0, MAX_TREE_NODES, value=start.tree_nodes, step=1, elem_id="sv-tree-nodes",
+                                    label="tree nodes (0 = a chain)", min_width=220,
+                                    info="above 0: up to this many candidates, k deep, checked in one target forward")
+        c["tree_branch"] = gr.Slider(1, MAX_TREE_BRANCH, value=start.tree_branch, step=1, label="branch",
+                                     elem_id="sv-tree-branch", min_width=220,
+                                     info="children per node: the draft's top choices")
     c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=min(start.temperature, policy.max_temperature),
                                  step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
     c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=min(start.max_new_tokens, policy.max_new_tokens),
@@ -144,6 +152,7 @@ def _views(initial: Views) -> dict[str, gr.components.Component]:
                                   elem_id="sv-scrubber", min_width=160)
         v["next"] = gr.Button("Next ▶", elem_id="sv-next", scale=0, min_width=120)
         v["replay"] = gr.Button("▶▶ Replay", elem_id="sv-replay", scale=0, min_width=120)
+    v["tree"] = gr.Plot(initial.tree, show_label=False, elem_id="sv-tree", visible=initial.tree is not None)
     v["detail"] = gr.HTML(initial.detail, elem_id="sv-detail")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
@@ -157,7 +166,8 @@ def _views(initial: Views) -> dict[str, gr.components.Component]:
         v["histogram"] = gr.Plot(value["histogram"], show_label=False, elem_id="sv-histogram", min_width=280)
     with gr.Accordion("Export / import", open=False, elem_id="sv-io"):
         with gr.Row():
-            v["export"] = gr.Button("Export trace (JSON) and figures (HTML)", elem_id="sv-export")
+            v["export"] = gr.Button("Export the trace (JSON) and figures at this step (HTML, zip)",
+                                    elem_id="sv-export")
             v["upload"] = gr.UploadButton("Load a trace (JSON)", file_types=[".json"], type="binary",
                                           elem_id="sv-upload")
         v["files"] = gr.File(label="Downloads", file_count="multiple", interactive=False, elem_id="sv-files")

@@ -12,6 +12,7 @@ from engine.trace import Trace
 from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.run.output_view import metrics_html, output_html
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.style import FigureStyle
@@ -25,6 +26,10 @@ class Scrubber:
     value: int
     interactive: bool
 
+    def update(self) -> dict[str, Any]:
+        """The gr.Slider update that shows this range and value."""
+        return gr.update(minimum=self.minimum, maximum=self.maximum, value=self.value, interactive=self.interactive)
+
 
 @dataclass(frozen=True)
 class Views(ComponentFields):
@@ -32,6 +37,7 @@ class Views(ComponentFields):
 
     trace: Trace | None
     timeline: go.Figure
+    tree: go.Figure | None            # the selected step's draft tree; None (hidden) in a chain run
     kv_cache: go.Figure
     per_step: go.Figure
     positions: go.Figure
@@ -43,11 +49,13 @@ class Views(ComponentFields):
     status: str
 
     def outputs(self) -> tuple[Any, ...]:
-        """The values in `names()` order; the scrubber as the slider update the page needs."""
+        """The values in `names()` order; the scrubber as the slider update the page needs, the tree
+        figure shown only for a tree run."""
         scrubber = self.scrubber
         slider = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
                            interactive=scrubber.interactive)
-        return tuple(slider if name == "scrubber" else getattr(self, name) for name in self.names())
+        special = {"scrubber": slider, "tree": shown_tree(self.tree)}
+        return tuple(special[name] if name in special else getattr(self, name) for name in self.names())
 
 
 def render(trace: Trace | None, status: str, selected: int | None = None, live: bool = False,
@@ -58,16 +66,22 @@ def render(trace: Trace | None, status: str, selected: int | None = None, live: 
     return Views(
         trace=trace,
         timeline=timeline_figure(trace, selected_step=index, follow_end=live, style=style),
+        tree=tree_figure(trace, selected_step=index, style=style) if is_tree_trace(trace) else None,
         kv_cache=kv_cache_figure(trace, selected_step=index, follow_end=live, style=style),
         per_step=per_step_figure(trace, style=style),
         positions=position_figure(trace, style=style),
         histogram=histogram_figure(trace, style=style),
         scrubber=scrubber_for(trace, index),
         detail=step_detail_html(trace, index),
-        output=output_html(trace),
+        output=output_html(trace, index),
         metrics=metrics_html(trace),
         status=status,
     )
+
+
+def shown_tree(figure: go.Figure | None) -> dict[str, Any]:
+    """The tree plot's update: `figure` shown, or the plot hidden (a chain run has no tree)."""
+    return gr.update(value=figure, visible=True) if figure is not None else gr.update(value=None, visible=False)
 
 
 def scrubber_for(trace: Trace | None, index: int | None) -> Scrubber:

@@ -1,0 +1,224 @@
+"""Draft tree of one step (issue #19): depth left to right, siblings stacked, the accepted path highlighted.
+
+Each candidate token is a cell at its depth; a node's children sit in the rows from its own row
+down, in the draft's ranking, so the top row is the line of the draft's first choices (what a
+chain would draft) and every row below it is a sibling the tree added. Cells say what the target
+did: accepted (solid), rejected (tried and refused: hatched), unreached (never tried: pale, since
+its parent was refused or a sibling before it was accepted). After the path comes the token the
+target adds itself: *recovered* (every child of the stop node was rejected; drawn in its own row
+under them) or *bonus* (the stop node is a leaf). The title's caption says what happened, whether a
+sibling rescued the step, and what the KV gather kept (specviz/figures/tree_text.py).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go
+
+from engine.records import EmittedToken, StepRecord, TreeNode
+from engine.trace import Trace
+from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
+from specviz.figures.tree_text import (gather_sentence, ordinal, rank, ranked_children, rescue_sentence, stop_node,
+                                      tree_summary)
+from specviz.run.step_detail import find_step
+from specviz.style import COLORS, TEXT_ON, FigureStyle
+from specviz.tokens import number, short, visible
+
+TITLE = "Draft tree"
+CELL_WIDTH = 0.8            # of one depth column
+CELL_HEIGHT = 0.78          # of one row
+ROOT = "context"
+CATEGORIES = ("accepted", "rejected", "unreached", "recovered", "bonus", ROOT)
+NAMES = {"accepted": "accepted (on the path)", "rejected": "rejected (tried, refused)",
+         "unreached": "unreached (never tried)", "recovered": "recovered (target's own token)",
+         "bonus": "bonus (target, after a leaf)", ROOT: "committed text"}
+FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": "#E4E4E4",
+         "recovered": COLORS["recovered"], "bonus": COLORS["bonus"], ROOT: "#555555"}
+TEXTS = {**TEXT_ON, "unreached": "#555555", ROOT: "#FFFFFF"}
+DESKTOP_CHARS = 120         # caption characters per line when the screen's width is unknown
+
+
+@dataclass
+class _Cells:
+    x: list[float] = field(default_factory=list)
+    y: list[int] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    hover: list[str] = field(default_factory=list)
+
+
+def is_tree_trace(trace: Trace | None) -> bool:
+    """True for a tree run's trace (its config asks for a tree, or a step drafted one)."""
+    return trace is not None and (trace.config.is_tree or any(step.tree is not None for step in trace.steps))
+
+
+def tree_figure(trace: Trace | None, selected_step: int | None = None, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """The tree of the step whose index is `selected_step` (None: the newest step)."""
+    if trace is None or not trace.steps:
+        return empty_figure(TITLE, "No steps yet: press Run.", style)
+    step = find_step(trace, selected_step)
+    if step.tree is None:
+        return empty_figure(f"{TITLE}, step {step.index}", "This step drafted no tree (a chain step).", style)
+    return step_tree_figure(step, style)
+
+
+def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """The figure for one tree step (see the module docstring)."""
+    tree = step.tree
+    assert tree is not None, "step_tree_figure needs a tree step"
+    extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
+    rows = _rows(step, extra)
+    stop = stop_node(tree)
+    stop_depth = 0 if stop is None else _node(step, stop).depth
+    depth = max(max((node.depth for node in tree.nodes), default=0), stop_depth + (extra is not None))
+    cells = {name: _Cells() for name in CATEGORIES}
+    _add(cells[ROOT], 0, 0, ROOT, _root_hover(step))
+    for node in tree.nodes:
+        _add(cells[node.verdict], node.depth, rows[node.id], short(node.token.text, style.cell_chars + 4),
+             _node_hover(step, node))
+    if extra is not None:
+        _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, style.cell_chars + 4),
+             _extra_hover(step, extra))
+    traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()]
+    count = 1 + max(rows.values())
+    sentences = [tree_summary(step), rescue_sentence(step) if tree.nodes else "",
+                 gather_sentence("target", step.kv_target, step) + "."]
+    caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
+                   style.line_chars(style.font_size) or DESKTOP_CHARS)       # counted, to size the top margin
+    lines = caption.split("<br>")
+    row_px = 30 + 2 * (style.cell_font_size - 12)
+    top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
+    bottom = 60 + LEGEND_ROOM + (LEGEND_ROOM if style.narrow else 0)   # axis title and legend (more rows on a phone)
+    return make_figure(
+        traces, f"{TITLE}, step {step.index}", caption, style,
+        height=top + bottom + max(count, 2) * row_px + 20, barmode="overlay", dragmode="pan",
+        hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": 70 if style.narrow else 110},
+        xaxis={"tickvals": list(range(depth + 1)),
+               "ticktext": ["context", *(f"depth {d}" for d in range(1, depth + 1))],
+               "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
+               "title": {"text": "depth: tokens after the committed text"}},
+        yaxis={"tickvals": [0], "ticktext": ["draft's 1st<br>choices"], "range": [count - 0.45, -0.55],
+               "showgrid": False, "zeroline": False, "fixedrange": True},
+        shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
+                 "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
+
+
+def _rows(step: StepRecord, extra: EmittedToken | None) -> dict[Any, int]:
+    """Row of every node (and of the extra token, key "extra"): a node shares its first child's row,
+    later children take the next free rows, so the first choices line up in row 0."""
+    tree = step.tree
+    children: dict[Any, list[Any]] = {key: [c.id for c in kids] for key, kids in ranked_children(tree).items()}
+    if extra is not None:
+        children.setdefault(stop_node(tree), []).append("extra")
+    rows: dict[Any, int] = {}
+    free = 0
+
+    def place(key: Any) -> int:
+        nonlocal free
+        kids = children.get(key, [])
+        if not kids:
+            rows[key], free = free, free + 1
+            return rows[key]
+        first = [place(kid) for kid in kids][0]
+        rows[key] = first
+        return first
+
+    place(None)
+    rows.pop(None, None)
+    return rows
+
+
+def _edges(step: StepRecord, rows: dict[Any, int], extra: EmittedToken | None) -> list[dict[str, Any]]:
+    """Elbow lines from each parent's cell to its children's, in the gap between the columns."""
+    tree = step.tree
+    on_path = set(tree.path)
+    groups: dict[str, tuple[list, list]] = {name: ([], []) for name in ("edge", "path", "extra")}   # x, y
+    links = [(node.parent, node.id, node.depth, "path" if node.id in on_path else "edge") for node in tree.nodes]
+    if extra is not None:
+        stop = stop_node(tree)
+        links.append((stop, "extra", 1 if stop is None else _node(step, stop).depth + 1, "extra"))
+    for parent, child, depth, group in links:
+        parent_row = 0 if parent is None else rows[parent]
+        xs, ys = groups[group]
+        start, middle, end = depth - 1 + CELL_WIDTH / 2, depth - 0.5, depth - CELL_WIDTH / 2
+        xs += [start, middle, middle, end, None]
+        ys += [parent_row, parent_row, rows[child], rows[child], None]
+    lines = {"edge": {"color": "#B0B0B0", "width": 1.5}, "path": {"color": COLORS["accepted"], "width": 4},
+             "extra": {"color": COLORS[extra.kind] if extra else "#999999", "width": 3, "dash": "dot"}}
+    names = {"edge": "drafted link", "path": "accepted path", "extra": "the target's token after the path"}
+    return [{"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": names[group], "meta": f"tree.{group}",
+             "line": lines[group], "hoverinfo": "skip", "showlegend": group == "path"}
+            for group, (xs, ys) in groups.items() if xs]
+
+
+def _add(cells: _Cells, depth: int, row: int, text: str, hover: str) -> None:
+    cells.x.append(depth)
+    cells.y.append(row)
+    cells.text.append(html.escape(text, quote=False))
+    cells.hover.append(hover)
+
+
+def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
+    """One category's cells as horizontal bars (an empty category keeps its legend entry)."""
+    if not cells.x:
+        cells = _Cells(x=[None], y=[None], text=[""], hover=[""])  # type: ignore[list-item]
+    marker: dict[str, Any] = {"color": FILLS[name], "line": {"width": 0}}
+    if name == "rejected":      # hatched as well as coloured: no colour needed to tell it apart
+        marker["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.5)", "size": 8,
+                             "solidity": 0.3}
+    elif name == "unreached":   # pale with a dotted grid
+        marker["pattern"] = {"shape": ".", "fillmode": "overlay", "fgcolor": "#AAAAAA", "size": 6, "solidity": 0.2}
+    elif name in ("recovered", "bonus"):
+        marker["line"] = {"width": 2, "color": "#222222"}
+    return {"type": "bar", "orientation": "h", "name": NAMES[name], "meta": name, "y": cells.y,
+            "x": [CELL_WIDTH] * len(cells.x), "base": [None if x is None else x - CELL_WIDTH / 2 for x in cells.x],
+            "width": CELL_HEIGHT, "text": cells.text, "hovertext": cells.hover,
+            "hovertemplate": "%{hovertext}<extra></extra>", "marker": marker, "textposition": "inside",
+            "insidetextanchor": "middle", "textangle": 0, "constraintext": "none", "cliponaxis": False,
+            "textfont": {"color": TEXTS[name], "size": style.cell_font_size, "family": "monospace"}}
+
+
+def _node(step: StepRecord, node_id: int) -> TreeNode:
+    return next(node for node in step.tree.nodes if node.id == node_id)
+
+
+def _token(text: str) -> str:
+    return html.escape(visible(text), quote=False)
+
+
+def _root_hover(step: StepRecord) -> str:
+    return (f"<b>step {step.index}: the committed text</b> ({step.context_len} tokens)<br>"
+            "every depth-1 cell is a candidate for the next token")
+
+
+def _node_hover(step: StepRecord, node: TreeNode) -> str:
+    tree = step.tree
+    parent = ("the committed text" if node.parent is None
+              else f"node {node.parent} ‘{_token(_node(step, node.parent).token.text)}’")
+    lines = [f"<b>node {node.id}, depth {node.depth}: ‘{_token(node.token.text)}’</b> ({node.verdict})",
+             f"after {parent}; the draft's {ordinal(rank(tree, node))} choice there",
+             f"q (draft prob) = {number(node.q)}", f"p (target prob) = {number(node.p)}"]
+    if node.verdict == "unreached":
+        lines.append("never tried: its parent was not accepted, or a sibling tried before it was")
+    elif node.accept_prob is None:
+        lines.append("greedy: accepted" if node.verdict == "accepted" else "greedy: rejected, not the target's argmax")
+        if node.verdict == "accepted":
+            lines[-1] += ", it is the target's argmax"
+    else:
+        renormalised = " (p with the siblings refused before it removed, renormalised)" if rank(tree, node) > 1 else ""
+        lines.append(f"accepted with probability {number(node.accept_prob)}{renormalised}")
+        if node.draw is not None:
+            lines.append(f"random draw u = {number(node.draw)} ("
+                         + ("u < that: accept" if node.verdict == "accepted" else "u ≥ that: reject") + ")")
+    return "<br>".join(lines)
+
+
+def _extra_hover(step: StepRecord, extra: EmittedToken) -> str:
+    stop = stop_node(step.tree)
+    where = "the committed text" if stop is None else f"node {stop}"
+    why = (f"every child of {where} was rejected, so the target's own token was drawn from what is left of p "
+           "(greedy: its argmax)" if extra.kind == "recovered"
+           else f"{where} is a leaf: the same target forward gave the distribution after it, so this token is free")
+    return f"<b>step {step.index}: ‘{_token(extra.text)}’</b> ({extra.kind})<br>{why}"

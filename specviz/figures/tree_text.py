@@ -1,0 +1,140 @@
+"""What one tree step did, in sentences a student can check against the tree figure (issue #19).
+
+A tree step (docs/architecture.md §3, `tree`) drafts several candidates per position and verifies
+all of them in one target forward. These sentences say how big the tree was, which path the target
+accepted and what ended it (a recovered or bonus token), whether a sibling of the draft's first
+choice rescued the step (the case where a tree beats a chain), and what the KV gather kept.
+Plain text (callers escape it for HTML or Plotly); used by the tree figure, the KV chart's hover
+and the step detail.
+"""
+
+from __future__ import annotations
+
+from engine.records import CacheLengths, StepRecord, TreeNode, TreeRecord
+from specviz.tokens import visible
+
+ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth"}
+
+
+def ranked_children(tree: TreeRecord) -> dict[int | None, list[TreeNode]]:
+    """Each node's children (None: the root's), in the order they were tried: the draft's ranking,
+    which is the order the verify forward fed them (node id order)."""
+    children: dict[int | None, list[TreeNode]] = {None: []}
+    for node in tree.nodes:
+        children.setdefault(node.id, [])
+    for node in sorted(tree.nodes, key=lambda n: n.id):
+        children.setdefault(node.parent, []).append(node)
+    return children
+
+
+def stop_node(tree: TreeRecord) -> int | None:
+    """The node where the walk stopped: the last accepted one (None: the root, nothing accepted)."""
+    return tree.path[-1] if tree.path else None
+
+
+def rank(tree: TreeRecord, node: TreeNode) -> int:
+    """1 for the draft's first choice among its siblings, 2 for the second, ..."""
+    return [child.id for child in ranked_children(tree)[node.parent]].index(node.id) + 1
+
+
+def ordinal(number: int) -> str:
+    return ORDINALS.get(number, f"{number}th")
+
+
+def first_choice_run(tree: TreeRecord) -> int:
+    """How many accepted tokens, from the root, were each the draft's first choice."""
+    count = 0
+    for node_id in tree.path:
+        if rank(tree, tree.nodes[_index(tree, node_id)]) != 1:
+            break
+        count += 1
+    return count
+
+
+def tree_summary(step: StepRecord) -> str:
+    """'16 nodes drafted, depth 5; accepted path of 4 (nodes 0 → 3 → 7 → 12), then the bonus token ‘x’.'"""
+    tree = step.tree
+    assert tree is not None, "tree_summary needs a tree step"
+    depth = max((node.depth for node in tree.nodes), default=0)
+    size = f"{len(tree.nodes)} node{'s' * (len(tree.nodes) != 1)} drafted, depth {depth}"
+    extra = _extra(step)
+    if not tree.nodes:
+        token = f": the target's own token ‘{visible(extra.text)}’ alone" if extra is not None else ""
+        return f"No candidates drafted (no room left for drafts: the token limit or the context window){token}."
+    if not tree.path:
+        then = (f"the target's own token ‘{visible(extra.text)}’ was recovered" if extra is not None
+                else "the run ended here")
+        return f"{size}; nothing accepted: every candidate for the next token was rejected, so {then}."
+    path = " → ".join(str(node_id) for node_id in tree.path)
+    length = f"accepted path of {len(tree.path)} (node{'s' * (len(tree.path) != 1)} {path})"
+    if extra is None:
+        return f"{size}; {length}; the run ended inside the path (EOS or the token limit)."
+    if extra.kind == "bonus":
+        return f"{size}; {length}, then the bonus token ‘{visible(extra.text)}’ (node {tree.path[-1]} is a leaf)."
+    return (f"{size}; {length}, then the recovered token ‘{visible(extra.text)}’ "
+            f"(every child of node {tree.path[-1]} was rejected).")
+
+
+def rescue_sentence(step: StepRecord) -> str:
+    """Whether the accepted path left the draft's first choices: the case where a tree beats a chain."""
+    tree = step.tree
+    assert tree is not None, "rescue_sentence needs a tree step"
+    if not tree.nodes:
+        return ""
+    run = first_choice_run(tree)
+    if run == len(tree.path):
+        if not tree.path:
+            tried = sum(node.depth == 1 for node in tree.nodes)
+            return (f"All {tried} candidates at depth 1 were tried and rejected: no sibling could rescue this step."
+                    if tried > 1 else "The one candidate at depth 1 was rejected.")
+        return ("Every accepted token was the draft's first choice (the top row): a single line of first choices "
+                "would have accepted the same tokens, so here the siblings cost verify rows and added nothing.")
+    rescuer = tree.nodes[_index(tree, tree.path[run])]
+    gained = len(tree.path) - run
+    return (f"At depth {run + 1} the draft's first choice was rejected, so a single line of first choices (the top "
+            f"row) would have accepted {run} token{'s' * (run != 1)}; its {ordinal(rank(tree, rescuer))}-ranked "
+            f"sibling "
+            f"‘{visible(rescuer.token.text)}’ was accepted instead, and that branch added {gained} accepted "
+            f"token{'s' * (gained != 1)}: this is where a tree beats a chain.")
+
+
+def gather_sentence(model: str, cache: CacheLengths, step: StepRecord) -> str:
+    """'target cache 48 → 65 → 53: the verify forward appended 17 rows (1 pending + 16 tree nodes); the
+    gather kept the 1 pending row and the 4 on the accepted path, gathered into place after them, and
+    removed the 12 off the path' (the draft's rows are not split: its drafter decides what it feeds)."""
+    tree = step.tree
+    assert tree is not None, "gather_sentence needs a tree step"
+    appended = cache.after_forward - cache.before
+    kept = cache.after_cutoff - cache.before
+    lengths = f"{model} cache {cache.before} → {cache.after_forward} → {cache.after_cutoff}"
+    if model != "target":
+        return (f"{lengths}: drafting appended {appended} rows (its pending tokens and the nodes it fed); the gather "
+                f"kept {kept} (the pending rows and the accepted nodes it fed) and removed {cache.cutoff} off the path")
+    pending = appended - len(tree.nodes)
+    fed = f"the {pending}-token prompt" if cache.before == 0 else f"{pending} pending"
+    path = (f"the {len(tree.path)} on the accepted path, gathered into place after them" if tree.path
+            else "none of the nodes")
+    return (f"{lengths}: the verify forward appended {appended} rows ({fed} + {len(tree.nodes)} tree nodes); "
+            f"the gather kept the {pending} pending row{'s' * (pending != 1)} and {path}, and removed the "
+            f"{cache.cutoff} off the path")
+
+
+def tree_sentences(step: StepRecord) -> list[str]:
+    """Everything above for one tree step, in reading order (for the step detail)."""
+    lines = [line for line in (tree_summary(step), rescue_sentence(step)) if line]
+    lines.append(gather_sentence("target", step.kv_target, step))
+    if step.kv_draft is not None:
+        lines.append(gather_sentence("draft", step.kv_draft, step))
+    return lines
+
+
+def _extra(step: StepRecord):
+    """The token the target added after the path (recovered or bonus), or None when the run ended first."""
+    return step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
+
+
+def _index(tree: TreeRecord, node_id: int) -> int:
+    """Position of node `node_id` in `tree.nodes` (ids are 0-based in feed order, so normally itself)."""
+    if node_id < len(tree.nodes) and tree.nodes[node_id].id == node_id:
+        return node_id
+    return next(position for position, node in enumerate(tree.nodes) if node.id == node_id)

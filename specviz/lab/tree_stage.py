@@ -1,0 +1,115 @@
+"""The Lab's tree stage (issue #19): the same prompt as a chain (stage D) and as a token tree (stage T).
+
+Side by side, from the two traces alone: what each target forward emitted, how many target forwards
+the text took, what one verify forward read and cost, what the draft cost per step, and the speed;
+then one sentence on what the tree bought and what it cost. The timelines and the tree of the selected
+step are the Run tab's figures (specviz/figures/timeline.py, tree.py); specviz/lab/views.py places them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from html import escape
+
+import plotly.graph_objects as go
+
+from engine.lab import TREE_STAGE
+from engine.metrics import step_costs
+from engine.trace import Trace
+from specviz.figures.common import empty_figure
+from specviz.figures.timeline import timeline_figure
+from specviz.style import FigureStyle
+
+CHAIN_TITLE = "Chain (stage D)"
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What one run of the pair shows: the numbers both columns of the comparison hold."""
+
+    tokens_per_forward: float | None      # accepted + 1 per step: tokens one target forward emitted
+    target_forwards: int
+    new_tokens: int
+    verify_reads: float                   # mean tokens one verify forward read: pending + drafts (or tree nodes)
+    verify_ms: float | None               # mean verify forward, steps after the first
+    draft_ms: float | None                # mean draft time per step, steps after the first
+    tokens_per_s: float | None
+    wall_s: float
+
+
+def run_facts(trace: Trace) -> RunFacts:
+    """The comparison's numbers for one trace, from its summary and step timings."""
+    summary = trace.summary
+    timed = trace.steps[1:] if len(trace.steps) > 1 else trace.steps
+    costs = step_costs(trace.steps)
+    reads = [step.kv_target.after_forward - step.kv_target.before for step in trace.steps]
+    return RunFacts(summary.mean_accepted_length, summary.target_forwards, summary.new_tokens,
+                    statistics.fmean(reads) if reads else 0.0, costs[1] if costs else None,
+                    statistics.fmean(step.timing.draft for step in timed) if timed else None,
+                    summary.tokens_per_s, summary.wall_s)
+
+
+ROWS = (   # label, the value's text, what it means
+    ("tokens per target forward", lambda f: _num(f.tokens_per_forward, "{:.2f}"),
+     "accepted drafts + 1 (the recovered or bonus token), averaged over steps"),
+    ("target forwards", lambda f: f"{f.target_forwards}", "one per step, for the same new tokens"),
+    ("tokens a verify forward reads", lambda f: f"{f.verify_reads:.1f}",
+     "pending tokens + the k drafts, or + every tree node (mean)"),
+    ("one verify forward", lambda f: _num(f.verify_ms, "{:.0f} ms"), "mean, steps after the first"),
+    ("drafting per step", lambda f: _num(f.draft_ms, "{:.0f} ms"), "mean, steps after the first"),
+    ("speed", lambda f: _num(f.tokens_per_s, "{:.1f} tok/s"), "as measured when recorded"),
+)
+
+
+def tree_comparison_html(chain: Trace | None, tree: Trace) -> str:
+    """The two runs' numbers side by side and the sentence; without a chain run, the tree's column alone."""
+    facts = {"chain": run_facts(chain) if chain is not None and chain.steps else None, "tree": run_facts(tree)}
+    head = (f"<th>{escape(CHAIN_TITLE)}<br><small>k = {chain.config.k}</small></th>" if facts["chain"] else "<th>chain</th>")
+    head += (f"<th>Tree (stage T)<br><small>up to {tree.config.tree_nodes} nodes, {tree.config.tree_branch} children "
+             f"each, at most {tree.config.k} deep</small></th>")
+    body = "".join(
+        f"<tr><th>{escape(label)}<br><small>{escape(meaning)}</small></th>"
+        f"<td>{escape(text(facts['chain'])) if facts['chain'] else '–'}</td><td>{escape(text(facts['tree']))}</td></tr>"
+        for label, text, meaning in ROWS)
+    device = tree.config.device or "this machine"
+    return (f"<div class='sv-table-wrap'><table class='sv-table sv-lab-tree-table'><thead><tr><th></th>{head}</tr>"
+            f"</thead><tbody>{body}</tbody></table></div>"
+            f"<div class='sv-note sv-lab-why' id='sv-lab-tree-sentence'>{escape(tree_sentence(facts['chain'], facts['tree']))} "
+            f"<span class='sv-muted'>(Both recorded back to back on {escape(device)}: the times are that "
+            f"machine's.)</span></div>")
+
+
+def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
+    """What the tree bought (tokens per forward, forwards saved) and what it cost (verify and draft time)."""
+    if chain is None:
+        return "No chain run (stage D) to compare with: run the lab."
+    bought = (f"The tree bought {_num(tree.tokens_per_forward, '{:.2f}')} tokens per target forward instead of "
+              f"{_num(chain.tokens_per_forward, '{:.2f}')} ({tree.target_forwards} target forwards instead of "
+              f"{chain.target_forwards} for {tree.new_tokens} tokens)")
+    cost = (f"it cost verify forwards reading {tree.verify_reads:.1f} tokens instead of {chain.verify_reads:.1f} "
+            f"({_num(tree.verify_ms, '{:.0f} ms')} instead of {_num(chain.verify_ms, '{:.0f} ms')}) and "
+            f"{_num(tree.draft_ms, '{:.0f} ms')} of drafting per step instead of {_num(chain.draft_ms, '{:.0f} ms')}")
+    if tree.tokens_per_s is None or chain.tokens_per_s is None:
+        return f"{bought}; {cost}."
+    faster = "the tree was faster overall" if tree.tokens_per_s > chain.tokens_per_s else \
+        "the chain was faster overall: the dearer steps cost more time than the saved forwards"
+    return (f"{bought}; {cost}, so it ran at {tree.tokens_per_s:.1f} tokens/s against the chain's "
+            f"{chain.tokens_per_s:.1f}: {faster}.")
+
+
+def chain_timeline(chain: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Stage D's timeline, titled as the chain the tree is measured against."""
+    if chain is None or not chain.steps:
+        return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style)
+    figure = timeline_figure(chain, selected_step=None, style=style)
+    figure.layout.title.text = f"<b>{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}</b>"
+    return figure
+
+
+def is_tree_stage(key: str) -> bool:
+    return key == TREE_STAGE.key
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)

@@ -1,0 +1,59 @@
+"""The recorded runs the Run tab offers before any model loads (the default pair greedy and
+sampled, assets/traces), and what choosing one shows: every view, and the controls set to the
+run's settings so that Run re-records what the page shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from engine.trace import Trace
+from specviz.assets import DemoTrace
+from specviz.policy import Policy
+from specviz.run.views import render
+from specviz.style import FigureStyle
+
+# The controls a recorded run sets: the prompt, then SpecConfig fields of the same names.
+CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
+
+
+def choice_label(trace: Trace) -> str:
+    """'greedy (T = 0) · k = 5 · 17 steps' or 'sampled (T = 0.8) · k = 5 · 14 steps'."""
+    config = trace.config
+    rule = "greedy (T = 0)" if config.is_greedy else f"sampled (T = {config.temperature:g})"
+    return f"{rule} · k = {config.k} · {len(trace.steps)} steps"
+
+
+def status_for(name: str, trace: Trace | None) -> str:
+    if trace is None:
+        return "No recorded trace found: choose a preset and press **Run** to record one."
+    config = trace.config
+    rule = "greedy" if config.is_greedy else f"sampling at temperature {config.temperature:g}"
+    return (f"Showing the recorded trace **{name}** ({config.target or 'target'}, {rule}, "
+            f"{len(trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
+
+
+class RecordedRuns:
+    """The recorded traces by file name, and the handler that shows one."""
+
+    def __init__(self, demo: DemoTrace, policy: Policy = Policy()):
+        self.traces = dict(demo.offered())
+        self.policy = policy
+
+    def choices(self) -> list[tuple[str, str]]:
+        """(label, file name) per recorded trace, for a radio."""
+        return [(choice_label(trace), name) for name, trace in self.traces.items()]
+
+    def show(self, name: str, large: bool, width: float | None) -> tuple[Any, ...]:
+        """Every view of the recorded trace `name` at its first step, then the control values that re-record it."""
+        trace = self.traces.get(name)
+        if trace is None:
+            raise gr.Error(f"There is no recorded trace named {name!r}: choose one of the listed runs.")
+        first = trace.steps[0].index if trace.steps else None
+        views = render(trace, status_for(name, trace), selected=first, style=FigureStyle.for_screen(large, width))
+        config, policy = trace.config, self.policy
+        values = {"prompt": trace.prompt.text, **{field: getattr(config, field) for field in CONTROL_FIELDS[1:]}}
+        values.update(k=min(config.k, policy.max_k), temperature=min(config.temperature, policy.max_temperature),
+                      max_new_tokens=min(config.max_new_tokens, policy.max_new_tokens), top_p=max(config.top_p, 0.05))
+        return (*views.outputs(), *(gr.update(value=values[field]) for field in CONTROL_FIELDS))

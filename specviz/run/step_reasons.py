@@ -1,0 +1,114 @@
+"""Why a step went the way it did, in short sentences: each draft's verdict, the carryover the
+draft model is fed first, the step's k, and why the run ends there.
+
+Greedy verdicts compare with the target's argmax; sampled ones compare the draw u with
+min(1, p/q) (docs/architecture.md §2, phase 3). All numbers come from the step record.
+"""
+
+from __future__ import annotations
+
+from engine.config import NGRAM_DRAFTER
+from engine.records import StepRecord
+from engine.trace import Trace
+from specviz.run.cache_story import quoted
+
+
+def greedy_rule() -> str:
+    return "greedy: accept while the draft token is the target's argmax; the first mismatch is replaced by the argmax"
+
+
+def outcome(step: StepRecord) -> str:
+    """'3 of 5 drafts accepted', 'all 5 drafts accepted', 'no drafts (plain target step)'."""
+    if step.k == 0:
+        return "no drafts (plain target step)"
+    accepted = f"all {step.k} drafts accepted" if step.num_accepted == step.k else \
+        f"{step.num_accepted} of {step.k} drafts accepted"
+    if step.num_kept < step.num_accepted:
+        accepted += f", {step.num_kept} kept (the output ends at an EOS)"
+    return accepted
+
+
+def verdict_reason(step: StepRecord, position: int, greedy: bool) -> str:
+    """Why draft d(position + 1) got its verdict, with the numbers that decided it."""
+    verdict = step.verdicts[position]
+    if verdict == "unverified":
+        return "never checked: an earlier draft was rejected"
+    target = step.target[position]
+    if greedy:
+        if verdict == "accepted":
+            reason = "= the target's argmax" + ("" if target.p is None else f" (p = {target.p:.3f})")
+        else:
+            best = target.top[0].prob if target.top and target.top[0].id == target.id else None
+            reason = (f"≠ the target's argmax {quoted(target.text)}"
+                      + ("" if best is None else f" (p = {best:.3f})"))
+    else:
+        reason = _sampled_reason(step, position)
+    if verdict == "accepted" and position >= step.num_kept:
+        reason += "; after the EOS, so not kept"
+    return reason
+
+
+def _sampled_reason(step: StepRecord, position: int) -> str:
+    """'u = 0.384 < 1.000: accept' (the columns beside it give p, q and min(1, p/q))."""
+    ratio, draw = step.accept_prob[position], step.draws[position]
+    accepted = step.verdicts[position] == "accepted"
+    if ratio is None or draw is None:
+        return "accept" if accepted else "reject"
+    point_mass = " (n-gram guess: q = 1)" if step.draft[position].q is None else ""
+    return f"u = {draw:.3f} {'<' if accepted else '≥'} {ratio:.3f}: {'accept' if accepted else 'reject'}{point_mass}"
+
+
+def ends_run(trace: Trace, step: StepRecord) -> str:
+    """Why nothing follows this step ('' when the run goes on or was stopped)."""
+    if step.eos:
+        return "the run ends at this end-of-sequence token"
+    generated = step.context_len + step.num_emitted - len(trace.prompt.token_ids)
+    if step is trace.steps[-1] and trace.complete and generated >= trace.config.max_new_tokens:
+        return f"the run ends here, at its budget of {trace.config.max_new_tokens} new tokens"
+    return ""
+
+
+def budget_note(trace: Trace, step: StepRecord) -> str:
+    """Why this step drafted fewer than the configured k ('' when it drafted k)."""
+    config = trace.config
+    if step.k >= config.k and not config.adaptive_k:
+        return ""
+    remaining = config.max_new_tokens - (step.context_len - len(trace.prompt.token_ids))
+    if step.k == max(0, remaining - 1) and step.k < config.k:
+        left = f"only {remaining} of the {config.max_new_tokens} new tokens {'was' if remaining == 1 else 'were'} left"
+        return f"k = {step.k} this step, not {config.k}: {left}, and a step emits at most k + 1."
+    if config.drafter == NGRAM_DRAFTER:
+        return (f"k = {step.k} this step, not {config.k}: prompt lookup proposes only what followed the latest "
+                "earlier match of the text's last words (nothing when there is no match).")
+    if config.adaptive_k:
+        return f"k = {step.k} this step: adaptive k picks each step's k for the most expected tokens per second."
+    if config.confidence_threshold > 0:
+        return (f"k = {step.k} this step, not {config.k}: the draft stopped early when its top probability fell "
+                f"below the confidence threshold {config.confidence_threshold:g}.")
+    return f"k = {step.k} this step, not {config.k}: the model's context window had no room for more."
+
+
+def carryover_sentence(step: StepRecord, previous: StepRecord | None) -> str:
+    """What the draft model is fed before it drafts, named from where each token came from."""
+    if step.kv_draft is None:
+        return "none: the n-gram drafter has no model to feed."
+    if not step.carryover:
+        if previous is None:
+            return "none: the first step feeds the prompt instead."
+        return "none: the draft model does not run this step." if step.k == 0 else "none this step."
+    count = len(step.carryover)
+    tail = previous.emitted[-count:] if previous is not None and count <= len(previous.emitted) else ()
+    if [token.id for token in tail] != [token.id for token in step.carryover]:
+        return (f"the {count} token{'s' * (count != 1)} committed since the draft model last ran, fed before it drafts.")
+    named = []
+    for token in tail:
+        if token.kind == "accepted":
+            named.append(f"{quoted(token.text)}, the previous step's last draft d{previous.k} (accepted, but the "
+                         "draft never feeds its own last draft)")
+        elif token.kind == "bonus":
+            named.append(f"{quoted(token.text)}, the previous step's bonus token")
+        else:
+            named.append(f"{quoted(token.text)}, the token the target chose where the previous step rejected "
+                         f"d{previous.num_accepted + 1}")
+    return ("the token" if count == 1 else f"the {count} tokens") + " the draft has not seen yet, fed before it drafts: " \
+        + "; ".join(named) + "."

@@ -1,0 +1,101 @@
+"""End to end in Debian's chromium (Playwright): a real token-tree run of the tiny-random pair through
+the real server, driven by the Run tab's tree controls; the tree figure follows the run step by step,
+then the scrubber. Every wait is for a figure state (the tree plot's title and cells), never for time.
+Screenshots land in test-artifacts/ (browser-tree-*.png) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import test_ui_browser as shared
+from test_ui_browser import ARTIFACTS, CELLS_JS, choose_preset, open_page, wait_status
+
+pytestmark = pytest.mark.browser
+
+TREE_STEP_JS = """() => {
+    const plot = document.querySelector('#sv-tree .js-plotly-plot');
+    if (!plot || !plot.layout || !plot.layout.title) return -1;
+    const match = /step (\\d+)/.exec(plot.layout.title.text || '');
+    return match ? Number(match[1]) : -1;
+}"""
+TREE_CELLS_JS = """() => {
+    const plot = document.querySelector('#sv-tree .js-plotly-plot');
+    if (!plot || !plot.data) return -1;
+    return plot.data.filter(t => ['accepted', 'rejected', 'unreached'].includes(t.meta))
+        .reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
+}"""
+# Every tree step the page drew, in order: recorded in the page itself on each Plotly redraw.
+RECORD_JS = """() => {
+    window.svTreeSteps = [];
+    const seen = () => {
+        const step = (%s)();
+        if (step >= 0 && window.svTreeSteps[window.svTreeSteps.length - 1] !== step) window.svTreeSteps.push(step);
+    };
+    new MutationObserver(seen).observe(document.body, {subtree: true, childList: true, characterData: true});
+}""" % TREE_STEP_JS
+TREE_NODES, BRANCH = 8, 2
+browser, tiny_app = shared.browser, shared.tiny_app          # the same fixtures: chromium, the real tiny-random server
+
+
+def set_slider(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def wait_tree_step(page, condition):
+    page.wait_for_function(f"(n => {condition})(({TREE_STEP_JS})())")
+
+
+def test_tree_run_draws_the_tree_step_by_step(browser, tiny_app):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = open_page(browser, tiny_app)
+    choose_preset(page, "tiny-random")
+    page.fill("#sv-prompt textarea", "def fib(n):")
+    set_slider(page, "sv-max-new", 96)
+    set_slider(page, "sv-tree-nodes", TREE_NODES)
+    set_slider(page, "sv-tree-branch", BRANCH)
+    assert not page.is_visible("#sv-tree .js-plotly-plot")        # the recorded chain trace has no tree
+    page.evaluate(RECORD_JS)                                       # before Run: every redraw of the tree is seen
+    page.click("#sv-run")
+    wait_status(page, "Done")
+    status = page.inner_text("#sv-status")
+    num_steps = int(status.split("Done: ")[1].split(" steps")[0])
+    wait_tree_step(page, f"n === {num_steps - 1}")                   # the finished run shows its last step
+    drawn = page.evaluate("() => window.svTreeSteps")
+    print("tree steps drawn during the run:", drawn, "of", num_steps)
+    assert drawn == sorted(drawn) and drawn[-1] == num_steps - 1          # live redraws go forward, to the last step
+    assert len(drawn) >= 2, f"the tree was drawn for one step only: {drawn}"           # it followed the run
+
+    scrubber = page.locator("#sv-scrubber input[type=range]")
+    scrubber.focus()
+    page.keyboard.press("Home")
+    wait_tree_step(page, "n === 0")
+    page.click("#sv-next")
+    wait_tree_step(page, "n === 1")                                   # step 1's tree ...
+    page.wait_for_function(f"({TREE_CELLS_JS})() > 0 && ({TREE_CELLS_JS})() <= {TREE_NODES}")
+    caption = page.evaluate("() => document.querySelector('#sv-tree .js-plotly-plot').layout.title.subtitle.text")
+    assert re.search(r"\d+ nodes? drafted, depth \d", caption) and "the gather kept" in caption
+    page.locator("#sv-tree").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-tree-step1.png"), full_page=True)
+    page.click("#sv-next")
+    wait_tree_step(page, "n === 2")                                   # ... then the next one
+    page.locator("#sv-tree").screenshot(path=str(ARTIFACTS / "browser-tree-step2.png"))
+    ticks = page.evaluate("() => document.querySelector('#sv-timeline .js-plotly-plot').layout.xaxis.ticktext")
+    assert all(re.fullmatch(r"\d+<br>\(\d+\)", tick) for tick in ticks)                  # each step's node count
+    page.close()
+
+
+def test_tree_controls_refuse_a_tree_with_the_ngram_drafter(browser, tiny_app):
+    page = open_page(browser, tiny_app)
+    choose_preset(page, "tiny-random")
+    set_slider(page, "sv-tree-nodes", TREE_NODES)
+    page.get_by_text("n-gram lookup").click()
+    accepted = page.evaluate(CELLS_JS, "accepted")
+    page.click("#sv-run")
+    page.wait_for_selector("text=a token tree needs the draft model")
+    assert page.evaluate(CELLS_JS, "accepted") == accepted            # the error loses nothing on screen
+    page.close()
