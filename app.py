@@ -1,35 +1,42 @@
 """SpecViz web app: `python app.py [--host 127.0.0.1] [--port 7860] [--share] [--preset NAME]`.
 
 hysts' pattern: this file builds the model side (`EngineRunner`, which loads model
-pairs lazily and shares them read-only between sessions) and hands it to the UI
-(`specviz.layout.build_demo`). torch is imported only when the first pair loads, so
-the page, with its recorded trace, does not wait for torch (docs/benchmark.md).
+pairs and shares them read-only between sessions) and hands it to the UI
+(`specviz.layout.build_demo`). The default pair starts loading in the background as the
+server starts (`--no-preload` waits for the first Run instead); torch is imported by that
+load, so the page, with its recorded trace, never waits for torch (docs/benchmark.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+from specviz.space import use_persistent_storage  # noqa: E402
 
-from engine.config import DEVICES, NGRAM_DRAFTER  # noqa: E402
-from engine.decode.compute_thread import ComputeThread  # noqa: E402  (after the analytics switch)
+use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, which reads HF_HOME once
+
+from engine.background_load import BackgroundLoad, LoadStatus  # noqa: E402
+from engine.config import DEVICES, NGRAM_DRAFTER, ConfigError  # noqa: E402
+from engine.decode.compute_thread import ComputeThread, StepsOnComputeThread  # noqa: E402
 from engine.sweep_format import sweep_document  # noqa: E402
 from engine.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
-from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RunRequest, RunnerError,  # noqa: E402
-                            SweepRequest, SweepUpdate)
+from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
+                            RunnerError, SweepRequest, SweepUpdate)
 from specviz.theme import css, theme  # noqa: E402
 
 MAX_UPLOAD = "20mb"        # engine.trace.MAX_TRACE_BYTES
 MAX_LOADED_PAIRS = 2       # pairs kept in memory; the least recently used is dropped first
 QUEUE_SIZE = 32            # runs waiting at once; one more gets "busy, please try again"
 MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is kept; the oldest go first
+LOG = logging.getLogger("specviz.app")
 
 
 class EngineRunner:
@@ -45,6 +52,31 @@ class EngineRunner:
         self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
         self.compute = ComputeThread()
+        self._background: tuple[tuple[str, ...], BackgroundLoad] | None = None   # the pair loading since start-up
+
+    def preload(self, models: ModelChoice) -> threading.Thread:
+        """Start loading `models` now, on the compute thread, without blocking the caller (the server
+        serves the page meanwhile). Whoever needs the pair before it is ready waits on this same load;
+        a failed load is reported in `load_status()` and the next request for the pair tries again."""
+        load = BackgroundLoad(models.label)
+        self._background = (models.key, load)
+
+        def run() -> None:
+            try:
+                self.compute.run(self._pair, models, load.report)
+            except Exception as error:  # any failure: the status line says it, a later Run retries
+                LOG.warning("loading %s in the background failed: %s", models.label, error)
+                load.finish(str(error) if isinstance(error, (RunnerError, ValueError))
+                            else f"{type(error).__name__}: {error}")
+            else:
+                load.finish()
+
+        thread = threading.Thread(target=run, name="specviz-preload", daemon=True)
+        thread.start()
+        return thread
+
+    def load_status(self) -> LoadStatus | None:
+        return None if self._background is None else self._background[1].status()
 
     def presets(self) -> Sequence[PresetInfo]:
         from engine.presets import PRESETS
@@ -56,18 +88,39 @@ class EngineRunner:
         return self._default or DEFAULT_PRESET
 
     def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        self._await_background(request.models, progress)
         return StepsOnComputeThread(self.compute.run(self._start, request, progress), self.compute)
 
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         return self.compute.run(self._with_baseline, request, trace)
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
-        updates = self._sweep(request, progress)
+        self._await_background(request.models, progress)
+        yield from self._on_compute_thread(self._sweep(request, progress))
+
+    def race(self, request: RunRequest, progress: ProgressFn,
+             should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
+        if self.policy is not None:
+            self.policy.check(request)
+        self._await_background(request.models, progress)
+        yield from self._on_compute_thread(self._race(request, progress, should_stop))
+
+    def _on_compute_thread(self, updates: Iterator[Any]) -> Iterator[Any]:
+        """Each `next()` of `updates` on the compute thread; closing this closes it there too."""
         try:
             while (update := self.compute.run(next, updates, None)) is not None:
                 yield update
         finally:
             self.compute.run(updates.close)
+
+    def _await_background(self, models: ModelChoice, progress: ProgressFn) -> None:
+        """While the start-up load runs, wait for it, showing its progress: it is this pair's load
+        (never loaded twice), or it holds the compute thread that this request needs next."""
+        if self._background is None:
+            return
+        key, load = self._background
+        if load.status().loading:
+            load.wait(progress, "" if key == models.key else f"waiting for {load.label} to finish loading: ")
 
     def _start(self, request: RunRequest, progress: ProgressFn) -> Generation:
         from engine import SpeculativeEngine
@@ -79,6 +132,11 @@ class EngineRunner:
     def _with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         from engine import SpeculativeEngine
         return SpeculativeEngine(self._pair(request.models, lambda fraction, message: None)).with_baseline(trace)
+
+    def _race(self, request: RunRequest, progress: ProgressFn,
+              should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
+        from engine.decode.race_run import run_race
+        yield from run_race(self._pair(request.models, progress), request.prompt, request.config, should_stop)
 
     def _sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         from engine import SpeculativeEngine
@@ -129,29 +187,6 @@ class EngineRunner:
             self._pairs.popitem(last=False)
 
 
-class StepsOnComputeThread:
-    """A Generation whose steps (and trace building) run on the compute thread."""
-
-    def __init__(self, generation: Generation, compute: ComputeThread):
-        self._generation = generation
-        self._compute = compute
-
-    @property
-    def is_done(self) -> bool:
-        return self._generation.is_done
-
-    @property
-    def pair(self) -> Any:
-        """The (shared, read-only) model pair the generation runs on."""
-        return self._generation.pair
-
-    def step(self) -> Any:
-        return self._compute.run(self._generation.step)
-
-    def trace(self) -> Trace:
-        return self._compute.run(self._generation.trace)
-
-
 def gpu_decorator() -> Callable[[Callable], Callable]:
     """spaces.GPU on Hugging Face ZeroGPU Spaces, otherwise a no-op."""
     try:
@@ -171,14 +206,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--share", action="store_true", help="create a public Gradio share link")
     parser.add_argument("--preset", default=None, help="model preset selected when the page opens")
     parser.add_argument("--device", default="auto", choices=DEVICES, help="where the models run (default auto)")
-    parser.add_argument("--hosted", action="store_true", default=hosted_from_env(),
-                        help=f"public server: presets' models only, no local paths, short runs (or ${HOSTED_ENV}=1)")
+    try:
+        hosted = hosted_from_env()
+    except ConfigError as error:
+        parser.error(str(error))
+    parser.add_argument("--hosted", action=argparse.BooleanOptionalAction, default=hosted,
+                        help=f"public server: presets' models only, no local paths, short runs (default: on when "
+                             f"${HOSTED_ENV}=1, or on a Hugging Face Space unless ${HOSTED_ENV}=0)")
+    parser.add_argument("--no-preload", dest="preload", action="store_false",
+                        help="do not load the default pair at start-up (the first Run loads it)")
     args = parser.parse_args(argv)
     policy = Policy.hosted_default() if args.hosted else Policy()
     runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None)
     names = [preset.name for preset in runner.presets()]
     if args.preset is not None and args.preset not in names:
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
+    if args.preload:
+        runner.preload(ModelChoice(preset=runner.default_preset))
     demo = build_demo(runner, gpu=gpu_decorator(), policy=policy)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     # Uploads are parsed, never served back, so no allowed_paths; max_file_size caps them.

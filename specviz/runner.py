@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from engine.background_load import LoadStatus
 from engine.config import MODEL_DRAFTER, SpecConfig
+from engine.race import RaceProgress
 from engine.records import StepRecord
 from engine.trace import Trace
 
@@ -114,4 +116,14 @@ class Runner(Protocol):
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         """Load the pair on the first `next()`, then yield after every run; closing the iterator cancels."""
+        ...
+
+    def race(self, request: RunRequest, progress: ProgressFn,
+             should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
+        """Load the pair on the first `next()`, decode the prompt target-only, then speculatively, yielding
+        progress; the last update holds the race (engine/race.py). Nothing more once `should_stop()`."""
+        ...
+
+    def load_status(self) -> LoadStatus | None:
+        """The background load of the default pair started with the server (None when there is none)."""
         ...

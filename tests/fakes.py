@@ -7,13 +7,15 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from engine.config import ConfigError
 from engine.metrics import BaselineStats
 from engine.records import StepRecord
 from engine.trace import Trace
-from specviz.runner import PresetInfo, ProgressFn, RunnerError, RunRequest, SweepRequest, SweepUpdate
+from race_factory import make_race
+from specviz.runner import (LoadStatus, PresetInfo, ProgressFn, RaceProgress, RunnerError, RunRequest, SweepRequest,
+                            SweepUpdate)
 from sweep_factory import make_cell, make_sweep
 from trace_factory import make_steps, trace_from_steps
 
@@ -66,6 +68,8 @@ class FakeRunner:
     sweep_requests: list[SweepRequest] = field(default_factory=list)
     hold_after: int | None = None            # each run holds the step after this many until `release` is set
     release: threading.Event | None = None
+    status: LoadStatus | None = None         # what load_status() reports (no background load by default)
+    race_requests: list[RunRequest] = field(default_factory=list)
 
     def presets(self) -> Sequence[PresetInfo]:
         return PRESETS
@@ -91,6 +95,30 @@ class FakeRunner:
         return trace.with_baseline(BaselineStats(tokens_per_s=(trace.summary.tokens_per_s or 1.0) / 2, identical=True,
                                                  wall_s=trace.wall_s * 2,
                                                  exact_expected=trace.config.exactness.token_for_token))
+
+    def load_status(self) -> LoadStatus | None:
+        return self.status
+
+    def race(self, request: RunRequest, progress: ProgressFn,
+             should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
+        """A hand-built race of `accepted` (capped at k), one progress update per lane and step."""
+        self.race_requests.append(request)
+        progress(0.5, "loading fake pair")
+        if self.fail_load:
+            raise RunnerError(self.fail_load)
+        k = request.config.k
+        race = make_race([min(a, k) for a in self.accepted], k=k, prompt=request.prompt,
+                         config=request.config.replace(max_new_tokens=max(request.config.max_new_tokens, 64)))
+        for lane in ("warm-up", "target-only"):
+            yield RaceProgress(lane)
+            if should_stop():
+                return
+        for count in range(1, len(race.speculative.steps) + 1):
+            time.sleep(self.delay)
+            if should_stop():
+                return
+            yield RaceProgress("speculative", sum(len(step.tokens) for step in race.speculative.steps[:count]))
+        yield RaceProgress("done", len(race.speculative.token_ids), race)
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         """Runs in engine.decode.run_sweep's order; each finished run adds to its (k, T) cell (made-up values)."""

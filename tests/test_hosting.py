@@ -1,6 +1,7 @@
-"""Hosted mode (`python app.py --hosted` or SPECVIZ_HOSTED=1): presets' models only, no local
-paths, short runs, and the page says so. The policy alone, then through the handlers, the
-page, app.py's runner and app.py's command line."""
+"""Hosted mode (`python app.py --hosted`, SPECVIZ_HOSTED=1, or any Hugging Face Space unless
+SPECVIZ_HOSTED=0): presets' models only, no local paths, short runs, and the page says so. The
+policy alone, then through the handlers, the page, app.py's runner and app.py's command line;
+and a Space's caches on its persistent storage."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from specviz.run.handlers import Handlers
 from specviz.layout import build_demo
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
+from specviz.space import SPACE_ENV, use_persistent_storage
 from test_ui_handlers import controls, progress
 
 HOSTED = Policy.hosted_default()
@@ -37,6 +39,37 @@ def test_the_allow_list_is_every_model_the_presets_name():
                                            ("0", False), ("", False), ("no", False), (None, False)])
 def test_hosted_mode_from_the_environment(value, hosted):
     assert hosted_from_env({} if value is None else {HOSTED_ENV: value}) is hosted
+
+
+@pytest.mark.parametrize("value, hosted", [(None, True), ("", True), ("1", True), ("0", False), ("off", False)])
+def test_a_space_is_hosted_unless_its_owner_turns_it_off(value, hosted):
+    """A public Space that forgets SPECVIZ_HOSTED must not load paths or any hub id a visitor types."""
+    environ = {SPACE_ENV: "teacher/specviz"} | ({} if value is None else {HOSTED_ENV: value})
+    assert hosted_from_env(environ) is hosted
+    assert hosted_from_env({SPACE_ENV: ""}) is False
+
+
+def test_an_unclear_hosted_setting_is_refused_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv(HOSTED_ENV, "maybe")
+    with pytest.raises(ConfigError, match="SPECVIZ_HOSTED must be 1 or 0"):
+        hosted_from_env()
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: pytest.fail("must not start"))
+    with pytest.raises(SystemExit) as exit_info:
+        app.main(["--no-preload"])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and "SPECVIZ_HOSTED must be 1 or 0" in error[-1] and "Traceback" not in str(error)
+
+
+def test_a_space_with_persistent_storage_keeps_its_caches_there(tmp_path):
+    environ = {SPACE_ENV: "teacher/specviz"}
+    assert use_persistent_storage(environ, tmp_path) == {"SPECVIZ_CACHE": str(tmp_path / "specviz-cache"),
+                                                         "HF_HOME": str(tmp_path / "huggingface")}
+    assert environ["SPECVIZ_CACHE"] == str(tmp_path / "specviz-cache")
+    chosen = {SPACE_ENV: "teacher/specviz", "SPECVIZ_CACHE": "/elsewhere"}
+    assert use_persistent_storage(chosen, tmp_path) == {"HF_HOME": str(tmp_path / "huggingface")}
+    assert chosen["SPECVIZ_CACHE"] == "/elsewhere"                           # the owner's choice stays
+    assert use_persistent_storage({SPACE_ENV: "t/s"}, tmp_path / "missing") == {}   # no persistent storage
+    assert use_persistent_storage({}, tmp_path) == {}                        # not a Space
 
 
 def test_a_classroom_server_takes_any_model_within_the_page_ranges():
@@ -129,14 +162,24 @@ def test_the_engine_runner_checks_again_before_loading(monkeypatch):
         runner.start(request(max_new_tokens=256), progress)
     with pytest.raises(ConfigError, match="is a local path"):
         runner.with_baseline(request(ModelChoice(draft="./d", target="gpt2")), None)
+    with pytest.raises(ConfigError, match="is a local path"):
+        next(runner.race(request(ModelChoice(draft="", target="~/x.gguf"), drafter="ngram"), progress, lambda: False))
+    with pytest.raises(ConfigError, match="from 1 to 8 on this hosted server"):
+        next(runner.race(request(k=9), progress, lambda: False))
 
 
 @pytest.mark.parametrize("argv, environ, hosted", [([], {}, False), (["--hosted"], {}, True),
-                                                   ([], {HOSTED_ENV: "1"}, True), ([], {HOSTED_ENV: "0"}, False)])
+                                                   ([], {HOSTED_ENV: "1"}, True), ([], {HOSTED_ENV: "0"}, False),
+                                                   ([], {SPACE_ENV: "t/s"}, True),
+                                                   (["--no-hosted"], {SPACE_ENV: "t/s"}, False),
+                                                   ([], {SPACE_ENV: "t/s", HOSTED_ENV: "0"}, False)])
 def test_app_flag_and_environment_switch_hosted_mode(argv, environ, hosted, monkeypatch):
+    monkeypatch.delenv(HOSTED_ENV, raising=False)
+    monkeypatch.delenv(SPACE_ENV, raising=False)
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     seen = {}
+    monkeypatch.setattr(EngineRunner, "preload", lambda runner, models: seen.setdefault("preload", models))
     real_build = app.build_demo
 
     def build(runner, **kwargs):
@@ -150,3 +193,4 @@ def test_app_flag_and_environment_switch_hosted_mode(argv, environ, hosted, monk
     launch = seen["launch"]
     assert launch["max_file_size"] == app.MAX_UPLOAD == "20mb" and launch["state_session_capacity"] == app.MAX_SESSIONS
     assert "allowed_paths" not in launch and "blocked_paths" not in launch and not launch["share"]
+    assert seen["preload"] == ModelChoice(preset="qwen-coder")        # the default pair starts loading at once

@@ -27,6 +27,7 @@ from engine.cli.main import main as cli_main
 from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.models import load_pair
+from engine.race import Race
 from engine.trace import Trace
 from fakes import FakeRunner
 from specviz.run.views import Views
@@ -75,7 +76,7 @@ class SlowRunner(EngineRunner):
 
 def run_args(**changes) -> dict:
     values = dict(large=False, width=1280, preset="tiny-random", draft="", target="", drafter="model",
-                  prompt="def fib(n):", k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0,
+                  prompt="def fib(n):", k=4, adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
                   max_new_tokens=NEW_TOKENS, seed=0, draft_dtype="float32", target_dtype="float32",
                   with_baseline=False)
     values.update(changes)
@@ -140,6 +141,29 @@ def test_eight_users_at_once_each_get_the_trace_of_their_own_prompt_and_seed(ser
         assert trace.config.k == args["k"] and trace.config.drafter == args["drafter"]
         assert tokens_and_verdicts(trace) == tokens_and_verdicts(expected)
     assert len(loads) == 1                        # one pair, loaded once, shared by all eight
+
+
+def test_users_racing_at_once_each_get_the_race_of_their_own_prompt(server, reference):
+    """The Race tab through the server: each session's race (downloaded as a script would) holds its own
+    prompt's tokens in both lanes, each lane equal to its decoder run directly (the speculative lane
+    token for token when greedy: the page's race drafts with the int8 default, the reference in float32,
+    and sampled drafts of another dtype draw differently, lossless in law only)."""
+    url, _, loads = server
+    users = [dict(preset="tiny-random", draft="", target="", drafter="model", prompt=f"race {i}: def r{i}(x):",
+                  k=2 + i, temperature=0.0 if i else 0.8, max_new_tokens=16) for i in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        clients = list(pool.map(lambda _: Client(url, verbose=False), users))
+    jobs = [client.submit(**args, api_name="/race") for client, args in zip(clients, users)]
+    for job in jobs:
+        assert job.result(timeout=300)[-1].startswith("Race of")
+    for client, args in zip(clients, users):
+        race = Race.load(client.predict(api_name="/race_export")[0])
+        config = SpecConfig(k=args["k"], temperature=args["temperature"], max_new_tokens=16)
+        trace = reference.generate(args["prompt"], config)
+        assert race.prompt == args["prompt"] and race.config.k == args["k"]
+        assert race.speculative.token_ids == trace.output.token_ids or args["temperature"] > 0
+        assert race.target_only.token_ids == reference.target_only_ids(list(trace.prompt.token_ids), config)
+    assert len(loads) == 1
 
 
 def test_the_pair_loads_once_under_the_lock_and_stays_read_only(monkeypatch):

@@ -17,7 +17,7 @@ NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is no
 
 def run_args(**changes):
     values = dict(large=False, width=1280, preset="tiny-random", draft="", target="", drafter="model",
-                  prompt="def fib(n):", k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0,
+                  prompt="def fib(n):", k=4, adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
                   max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
     values.update(changes)
     return values

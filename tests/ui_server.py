@@ -31,9 +31,10 @@ def free_port() -> int:
 
 
 def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None = None, policy: Policy = Policy(),
-          max_size: int = QUEUE_SIZE) -> tuple[gr.Blocks, str]:
-    """Start the app as app.py does, without blocking; returns the Blocks (call .close()) and its URL."""
-    demo = build_demo(runner, demo_trace=demo_trace, policy=policy)
+          max_size: int = QUEUE_SIZE, race: tuple | None = None) -> tuple[gr.Blocks, str]:
+    """Start the app as app.py does, without blocking; returns the Blocks (call .close()) and its URL;
+    `race` (a Race and its file name) replaces the recorded race of the Race tab."""
+    demo = build_demo(runner, demo_trace=demo_trace, policy=policy, race=race)
     demo.queue(default_concurrency_limit=1, max_size=max_size)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         try:

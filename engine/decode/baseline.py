@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -17,26 +18,44 @@ from engine.decode.sampling import SamplingParams, choose, to_probs
 class BaselineResult:
     token_ids: tuple[int, ...]        # generated tokens only, EOS included when reached
     wall_s: float
+    token_times_s: tuple[float, ...] = ()   # when each token was chosen, seconds after decoding began (the race)
+    stopped: bool = False             # `should_stop` ended it before max_new_tokens or EOS
+    prefill_s: float = 0.0            # the first forward (prompt + first token): no part of a decode step
+
+    @property
+    def token_ms(self) -> float | None:
+        """Mean time of one decoding forward (one token in, the prompt's prefill left out)."""
+        steps = len(self.token_ids) - 1
+        return (self.wall_s - self.prefill_s) * 1000 / steps if steps > 0 and self.wall_s > self.prefill_s else None
 
     @property
     def tokens_per_s(self) -> float:
         return len(self.token_ids) / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig) -> BaselineResult:
-    """Decode with the target alone, one token per forward, reusing its KV cache."""
+def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig,
+                should_stop: Callable[[], bool] | None = None) -> BaselineResult:
+    """Decode with the target alone, one token per forward, reusing its KV cache; `should_stop`
+    (asked between tokens) ends it early, e.g. on the UI's Stop."""
     params = SamplingParams(config.temperature, config.top_k, config.top_p)
     generator = torch.Generator(device=pair.device).manual_seed(config.seed)
     cache = KVCache(pair.target, pair.vocab_size)
     started = time.perf_counter()
     generated: list[int] = []
+    times: list[float] = []
     feed = list(prompt_ids)
+    stopped = False
     with torch.inference_mode():
         while len(generated) < config.max_new_tokens:
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
             logits = cache.forward(feed, num_logits=1).logits[0]                     # (V,)
             token = choose(logits, to_probs(logits, params), params, generator)
             generated.append(token)
+            times.append(time.perf_counter() - started)
             if token in pair.eos_token_ids:
                 break
             feed = [token]
-    return BaselineResult(tuple(generated), time.perf_counter() - started)
+    return BaselineResult(tuple(generated), time.perf_counter() - started, token_times_s=tuple(times),
+                          stopped=stopped, prefill_s=times[0] if times else 0.0)

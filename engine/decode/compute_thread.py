@@ -16,7 +16,7 @@ result (or raises its exception) in the caller. Calls queue in order, so two ses
 runs interleave step by step instead of splitting two cores between them. The caller's
 context variables travel with the call (Gradio's progress tracking reads them). A call
 from the compute thread itself runs inline, and after a fork the child starts its own
-thread.
+thread. `StepsOnComputeThread` is a generation whose every step runs there.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from engine.decode.generation import Generation
+    from engine.records import StepRecord
+    from engine.trace import Trace
 
 Result = TypeVar("Result")
 
@@ -63,3 +68,26 @@ class ComputeThread:
 
     def _remember_thread(self) -> None:
         self._thread_id = threading.get_ident()
+
+
+class StepsOnComputeThread:
+    """A Generation whose steps (and trace building) run on the compute thread (app.py hands these to the UI)."""
+
+    def __init__(self, generation: "Generation", compute: ComputeThread):
+        self._generation = generation
+        self._compute = compute
+
+    @property
+    def is_done(self) -> bool:
+        return self._generation.is_done
+
+    @property
+    def pair(self) -> Any:
+        """The (shared, read-only) model pair the generation runs on."""
+        return self._generation.pair
+
+    def step(self) -> "StepRecord":
+        return self._compute.run(self._generation.step)
+
+    def trace(self) -> "Trace":
+        return self._compute.run(self._generation.trace)

@@ -1,0 +1,83 @@
+"""A model pair loading in the background, and the people waiting for it. Torch-free.
+
+app.py's EngineRunner starts loading the default pair as soon as the server starts. The load
+reports its progress here (`report`, load_pair's progress callback) and ends with `finish`;
+anyone who needs that pair meanwhile (a Run pressed early) `wait`s on it, seeing the same
+progress, so the pair is never loaded twice. The page's status line reads `status()`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+LOADING, READY, FAILED = "loading", "ready", "failed"
+CONVERTING = "converting"          # load_pair's progress says this while it converts GGUF weights (first load only)
+
+
+@dataclass(frozen=True)
+class LoadStatus:
+    """A background load as the page shows it."""
+
+    label: str                      # the pair, e.g. "qwen-coder"
+    state: str                      # loading | ready | failed
+    fraction: float = 0.0           # 0..1, load_pair's own estimate
+    message: str = ""               # load_pair's latest progress message, or the failure
+    elapsed_s: float = 0.0          # since the load began (until it ended)
+    converted: bool = False         # the load converted weights into the cache (a first start)
+
+    @property
+    def loading(self) -> bool:
+        return self.state == LOADING
+
+
+class BackgroundLoad:
+    """One load in progress or finished: its progress, its outcome, and a condition to wait on."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self._condition = threading.Condition()
+        self._state, self._fraction, self._message = LOADING, 0.0, "starting (importing torch and transformers)"
+        self._converted = False
+        self._started = time.monotonic()
+        self._ended: float | None = None
+
+    def report(self, fraction: float, message: str) -> None:
+        """load_pair's progress callback."""
+        with self._condition:
+            self._fraction, self._message = max(self._fraction, float(fraction)), message
+            self._converted = self._converted or CONVERTING in message
+            self._condition.notify_all()
+
+    def finish(self, error: str = "") -> None:
+        """The load ended: ready, or failed with `error` (one sentence)."""
+        with self._condition:
+            self._state = FAILED if error else READY
+            self._fraction = self._fraction if error else 1.0
+            self._message = error or "models ready"
+            self._ended = time.monotonic()
+            self._condition.notify_all()
+
+    def status(self) -> LoadStatus:
+        with self._condition:
+            return self._status()
+
+    def wait(self, progress: Callable[[float, str], None], prefix: str = "") -> LoadStatus:
+        """Block until the load ends, passing each progress report on (`prefix` + message); its final status."""
+        with self._condition:
+            shown = None
+            while True:
+                status = self._status()
+                if (status.fraction, status.message) != shown:
+                    shown = (status.fraction, status.message)
+                    progress(status.fraction, f"{prefix}{status.message}")
+                if not status.loading:
+                    return status
+                self._condition.wait()
+
+    def _status(self) -> LoadStatus:
+        ended = self._ended if self._ended is not None else time.monotonic()
+        return LoadStatus(self.label, self._state, self._fraction, self._message, ended - self._started,
+                          self._converted)
