@@ -4,6 +4,11 @@ Two references, kept apart so the headline never mixes the two gains: target-onl
 on the **stock float32 target** (what speculation and the kernels buy together) and
 target-only decoding on **the same prepacked target** (what speculation alone buys on the
 same kernels). "vs assisted" divides by transformers' assisted generation at the same k.
+
+Token-tree rows (docs/architecture.md §2, "Token trees") are measured like any row: tokens per
+target forward and tokens/s. The i.i.d. theory E(a, k) / (k c + 1) does not describe them (a
+tree's candidates are deterministic top-b tokens with no per-position overlap a, and a tree
+verifies more rows than k + 1), so their theory cells read "n/a: trees", not a missing value.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from benchmarks.configurations import ASSISTED_SAME_K, REFERENCE_SAME_KERNELS, R
 from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_verify
 
 COLUMNS = ("configuration", "T", "tok/s", "vs stock fp32 target-only", "vs target-only, same kernels",
-           "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens/step", "theory",
+           "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens per target forward", "theory",
            "measured/theory", "verify cost", "measured/theory at verify cost", "identical")
+TREES = "n/a: trees"          # a tree row's theory cells: the i.i.d. chain theory does not describe it
 
 
 def _ratio(numerator: float, denominator: float | None) -> float | None:
@@ -26,6 +32,7 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int) -
     assisted = same.get(ASSISTED_SAME_K.format(k=k))
     predicted, at_verify = theory(row, stock), theory_at_measured_verify(row, stock)
     speedup = _ratio(row.tokens_per_s, stock.tokens_per_s)
+    no_theory = TREES if configuration.changes.get("tree_nodes") else None
     return {"name": row.name, "temperature": row.temperature, "headline": configuration.headline,
             "tokens_per_s": round(row.tokens_per_s, 2), "speedup": speedup,
             "vs_same_kernels": _ratio(row.tokens_per_s, packed.tokens_per_s if packed else None),
@@ -39,7 +46,7 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int) -
                             if row.steps and stock.tokens else None),
             "theory_at_verify_cost": round(at_verify, 3) if at_verify else None,
             "measured_over_theory_at_verify_cost": _ratio(speedup, at_verify) if speedup else None,
-            "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+            "theory_note": no_theory, "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
 
 
 def markdown(results: dict) -> str:
@@ -51,12 +58,13 @@ def markdown(results: dict) -> str:
              f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in results["rows"]:
+        note = r.get("theory_note")          # "n/a: trees" in place of the chain theory's cells
         values = [r["name"], f"{r['temperature']:g}", cell(r["tokens_per_s"], "{:.1f}"), cell(r["speedup"], suffix="x"),
                   cell(r["vs_same_kernels"], suffix="x"), cell(r["code_speedup"], suffix="x"),
                   cell(r["vs_assisted"], suffix="x"), cell(r["acceptance_rate"], "{:.0%}"),
-                  cell(r["mean_accepted_length"]), cell(r["theoretical_speedup"], suffix="x"),
-                  cell(r["measured_over_theory"]), cell(r["verify_cost"]),
-                  cell(r["measured_over_theory_at_verify_cost"]), cell(r["identical"])]
+                  cell(r["mean_accepted_length"]), note or cell(r["theoretical_speedup"], suffix="x"),
+                  note or cell(r["measured_over_theory"]), cell(r["verify_cost"]),
+                  note or cell(r["measured_over_theory_at_verify_cost"]), cell(r["identical"])]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.machine import describe_machine
 from engine.cli.main import main
 from engine.trace import Trace
 
@@ -35,6 +36,7 @@ def test_sweep_writes_a_complete_table(tmp_path, capsys):
                  str(prompts), "--max-new-tokens", "8", "--out", str(stem)]) == 0
     data = json.loads(stem.with_suffix(".json").read_text())
     assert len(data["runs"]) == 2 * 2 * 2 and len(data["cells"]) == 4
+    assert data["meta"]["machine"] == describe_machine() and "threads" in data["meta"]["machine"]   # speeds' machine
     assert all(cell["acceptance_rate"] is not None and cell["speedup"] > 0 for cell in data["cells"])
     assert len(stem.with_suffix(".csv").read_text().strip().splitlines()) == 5
 
@@ -121,7 +123,7 @@ def test_module_entry_point_has_no_traceback():
 
 
 def test_cli_modules_import_each_other_in_one_direction():
-    """main -> sweep -> arguments and main -> arguments: no cycle, and none hidden inside a function."""
+    """main -> sweep -> arguments (and machine), main -> arguments: no cycle, none hidden inside a function."""
     graph = {}
     for path in sorted((ROOT / "engine" / "cli").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -131,7 +133,8 @@ def test_cli_modules_import_each_other_in_one_direction():
         assert imported <= top_level, f"{path.name} imports {sorted(imported - top_level)} inside a function"
         graph[f"engine.cli.{path.stem}"] = imported
     assert graph["engine.cli.main"] >= {"engine.cli.arguments", "engine.cli.sweep"}
-    assert graph["engine.cli.sweep"] == {"engine.cli.arguments"} and graph["engine.cli.arguments"] == set()
+    assert graph["engine.cli.sweep"] == {"engine.cli.arguments", "engine.cli.machine"}
+    assert graph["engine.cli.arguments"] == set() and graph["engine.cli.machine"] == set()
     done = set()
     while len(done) < len(graph):
         ready = {name for name, needs in graph.items() if name not in done and needs <= done}

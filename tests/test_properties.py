@@ -189,7 +189,8 @@ def control_values(draw):
     plausible = dict(preset=st.sampled_from(["tiny-random", "custom", "", "qwen-coder"]),
                      draft=st.sampled_from(["", "distilgpt2", "/tmp/x"]), target=st.sampled_from(["", "gpt2", "./m"]),
                      drafter=st.sampled_from(["model", "ngram"]), prompt=st.text(max_size=20),
-                     k=st.integers(-2, 40), adaptive_k=st.booleans(), temperature=st.floats(-1, 12),
+                     k=st.integers(-2, 40), adaptive_k=st.booleans(), tree_nodes=st.integers(-2, 80),
+                     tree_branch=st.integers(-1, 10), temperature=st.floats(-1, 12),
                      top_p=st.floats(-0.5, 1.5), top_k=st.integers(-5, 100), max_new_tokens=st.integers(-5, 5000),
                      seed=st.integers(-5, 2**64), draft_dtype=st.sampled_from(["float32", "bfloat16", "int8"]),
                      target_dtype=st.sampled_from(["float32", "float16"]), with_baseline=st.booleans())
@@ -207,4 +208,5 @@ def test_controls_turn_any_values_into_a_request_or_one_config_error(values, pol
         return
     config = request.config
     assert 1 <= config.k <= policy.max_k and 1 <= config.max_new_tokens <= policy.max_new_tokens
+    assert 0 <= config.tree_nodes <= 64 and 1 <= config.tree_branch <= 8
     assert 0.0 <= config.temperature <= policy.max_temperature and request.prompt.strip() == request.prompt != ""

@@ -149,6 +149,7 @@ def test_users_racing_at_once_each_get_the_race_of_their_own_prompt(server, refe
     token for token when greedy: the page's race drafts with the int8 default, the reference in float32,
     and sampled drafts of another dtype draw differently, lossless in law only)."""
     url, _, loads = server
+    loads_before = len(loads)        # the Race tab's pair has the default draft dtype: another pair than the Run tests'
     users = [dict(preset="tiny-random", draft="", target="", drafter="model", prompt=f"race {i}: def r{i}(x):",
                   k=2 + i, temperature=0.0 if i else 0.8, max_new_tokens=16) for i in range(3)]
     with ThreadPoolExecutor(3) as pool:
@@ -163,7 +164,7 @@ def test_users_racing_at_once_each_get_the_race_of_their_own_prompt(server, refe
         assert race.prompt == args["prompt"] and race.config.k == args["k"]
         assert race.speculative.token_ids == trace.output.token_ids or args["temperature"] > 0
         assert race.target_only.token_ids == reference.target_only_ids(list(trace.prompt.token_ids), config)
-    assert len(loads) == 1
+    assert len(loads) - loads_before <= 1          # three racing users, at most one load between them
 
 
 def test_the_pair_loads_once_under_the_lock_and_stays_read_only(monkeypatch):

@@ -9,11 +9,10 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-import torch
-
 
 def describe_machine() -> str:
     """E.g. "Intel(R) Xeon(R) Processor (x86_64, AVX-512 + AMX), 2 threads, torch 2.13.0"."""
+    import torch        # here, not at the top: the CLI imports this module, and `--help` must not wait for torch
     info = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
     isa = "AVX-512" if "avx512f" in info else "AVX2" if "avx2" in info else "no AVX2"
     amx = " + AMX" if "amx_tile" in info else ""

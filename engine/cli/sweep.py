@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from engine.cli.arguments import config_from_args, load_pair_from_args
+from engine.cli.machine import describe_machine
 from engine.config import MODEL_DRAFTER, ConfigError
 from engine.sweep_format import RunResult, aggregate, cells_to_csv, sweep_document
 
@@ -51,7 +52,6 @@ def write_sweep(out: Path, results: Sequence[RunResult], meta: dict[str, Any]) -
 
 
 def command_sweep(args: argparse.Namespace) -> int:
-    from engine.cli.machine import describe_machine
     from engine.decode.run_sweep import run_sweep
     from engine.decode.speculative import SpeculativeEngine
     ks = parse_list(args.ks, int, "ks")
