@@ -19,6 +19,7 @@ and byte range.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass
@@ -45,11 +46,28 @@ class CheckpointFiles:
 
     def __init__(self, folder: str | Path | None):
         self._entries: dict[str, _Entry] = {}
+        self._paths: list[Path] = []
         directory = Path(folder) if folder is not None else None
         if directory is None or not directory.is_dir():
             return
-        for path in sorted(directory.glob("*.safetensors")):
+        self._paths = sorted(directory.glob("*.safetensors"))
+        for path in self._paths:
             self._entries.update(_read_header(path))
+
+    def fingerprint(self) -> str:
+        """What identifies these files' content cheaply (no full read): the folder, then each
+        file's name, size, modification time and the sha256 of its header (tensor names,
+        dtypes, shapes, offsets). "" when there are no files. A derived cache keyed by it
+        (engine/loading/int8_store.py) misses once a file is replaced or rewritten."""
+        parts = []
+        for path in self._paths:
+            stat = path.stat()
+            with path.open("rb") as handle:
+                head = handle.read(8)
+                length = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+                header = handle.read(min(length, MAX_HEADER_BYTES))
+            parts.append(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{hashlib.sha256(header).hexdigest()}")
+        return "\n".join(parts)
 
     def __len__(self) -> int:
         return len(self._entries)

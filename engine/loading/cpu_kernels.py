@@ -34,6 +34,7 @@ from torch import nn
 
 from engine.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
 from engine.loading.checkpoint_files import CheckpointFiles
+from engine.loading.int8_store import Int8Store
 from engine.loading.kernel_modules import Int8Linear, PackedLinear
 from engine.loading.kernel_probe import bf16_prepack_supported, probe_int8, probe_prepacked
 
@@ -65,13 +66,29 @@ def prepack_linear_layers(model: nn.Module, files: CheckpointFiles = NO_FILES) -
     return _swap_in_parallel(model, PackedLinear.from_weight, files)
 
 
-def quantize_int8(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
+def quantize_int8(model: nn.Module, files: CheckpointFiles = NO_FILES, store: Int8Store | None = None) -> int:
     """Int8 weight-only quantization of every nn.Linear, in place, on every torch thread at
-    once; returns how many layers were quantized (0 when the probe says no)."""
+    once; returns how many layers were quantized (0 when the probe says no). With a `store`
+    the layers come from its saved quantization when it matches (engine/loading/int8_store.py),
+    else they are quantized and saved there for the next start."""
     parameter = next(model.parameters(), None)
     if parameter is None or parameter.device.type != "cpu" or not can_quantize_int8():
         return 0
-    return _swap_in_parallel(model, Int8Linear.from_weight, files)
+    names = {id(layer): name for name, layer in model.named_modules()}
+    slots = _linear_slots(model)
+    saved = store.load({names[id(layer)]: tuple(layer.weight.shape) for _, _, layer in slots}) if store else None
+    if saved is None:
+        count = _swap_in_parallel(model, Int8Linear.from_weight, files)
+        if store is not None:
+            store.save({name: (module.weight_int8, module.scales) for name, module in model.named_modules()
+                        if isinstance(module, Int8Linear)})
+        return count
+    parameter_names = {id(parameter): name for name, parameter in model.named_parameters()}
+    for parent, attribute, layer in slots:
+        weight, scales = saved[names[id(layer)]]
+        bias = None if layer.bias is None else files.fresh(parameter_names.get(id(layer.bias), ""), layer.bias.data)
+        setattr(parent, attribute, Int8Linear(weight, scales, bias, layer.weight.dtype))
+    return len(slots)
 
 
 def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:

@@ -24,6 +24,7 @@ from torch import nn
 
 PACK_ROWS_HINT = 4          # oneDNN picks its blocking for about this many rows (1..8 all stay near one step)
 INT8_LIMIT = 127            # symmetric: -127..127, so w = q * scale with scale = max |w| / 127
+INT8_FORMAT = "int8-rowwise-bf16-scales-v1"   # change it with `Int8Linear.from_weight`: saved quantizations then miss
 
 
 class PackedLinear(nn.Module):

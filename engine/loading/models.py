@@ -103,7 +103,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     check_end_tokens(pair)
     files = {"target": CheckpointFiles(target_source.location),
              "draft": CheckpointFiles(draft_source.location if draft_source is not None else None)}
-    pair = speed_up(pair, draft_dtype, prepack, report, files)
+    pair = speed_up(pair, draft_dtype, prepack, report, files, int8_root=root)
     report(1.0, "models ready")
     return pair
 

@@ -4,6 +4,7 @@ probe, and record which kernels run (engine/kernel_names.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from transformers import PreTrainedModel
 
@@ -13,21 +14,25 @@ from engine.loading.checkpoint_files import CheckpointFiles
 from engine.loading.cpu_kernels import (kernel_of, packed_layer_count, prepack_linear_layers, quantize_int8,
                                         release_mapped_weights)
 from engine.loading.gguf_cache import first_line
+from engine.loading.int8_store import Int8Store
 from engine.loading.kernel_probe import probe_prepacked
 
 Progress = Callable[[float, str], None]
 
 
 def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
-              files: dict[str, CheckpointFiles]) -> ModelPair:
+              files: dict[str, CheckpointFiles], int8_root: Path | None = None) -> ModelPair:
     """CPU kernels (engine/loading/cpu_kernels.py), each behind its probe: quantize an int8 draft;
     prepack the target, whose forwards verify several tokens at once, and a bfloat16 draft (faster
     even one token at a time). Weights are read from their files (`files`) as they are converted,
-    and the converted models keep no reference to the mapped files. Records the kernels that run."""
+    and the converted models keep no reference to the mapped files. An int8 draft's quantization is
+    saved under `int8_root` (engine/loading/int8_store.py) and loaded from there on the next start.
+    Records the kernels that run."""
     target_files, draft_files = files.get("target"), files.get("draft")
     if pair.draft is not None and draft_dtype == "int8":
         report(0.9, "quantizing the draft to int8")
-        quantize_int8(pair.draft, draft_files or CheckpointFiles(None))
+        draft_files = draft_files or CheckpointFiles(None)
+        quantize_int8(pair.draft, draft_files, Int8Store(int8_root, draft_files) if int8_root is not None else None)
         pair.draft_dtype = "int8"
     if prepack and pair.device.type == "cpu":
         report(0.93, "prepacking the target's weights for fast verification")
