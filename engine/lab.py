@@ -55,15 +55,17 @@ LAB_STAGES: tuple[LabStage, ...] = (
 )
 
 
+TREE_NODES, TREE_BRANCH = 16, 3        # the tree stage's node budget and children per node
 TREE_STAGE = LabStage(
     "T", "T. D, drafting a token tree", True, "truncate",
     "The correct engine (D), but each step drafts a token tree instead of a chain: each node offers the draft's "
-    "3 most probable next tokens as children, and the 16 candidates the draft rates likeliest (the product of its "
-    "probabilities along their line) form the tree, at most k deep. The target checks every node in one forward, "
-    "each node attending only to the committed text and its own ancestors. The longest branch the target agrees with is "
-    "kept, so more tokens survive each target forward; but that forward now reads 16 nodes instead of k + 1 "
-    "tokens, which costs time on a CPU. Greedy output is still exactly the target's own.",
-    tree_nodes=16, tree_branch=3)
+    f"{TREE_BRANCH} most probable next tokens as children, and the {TREE_NODES} candidates the draft rates "
+    "likeliest (the product of its probabilities along their line) form the tree, at most k deep. The target "
+    "checks every node in one forward, each node attending only to the committed text and its own ancestors. "
+    "The longest branch the target agrees with is kept, so more tokens survive each target forward; but that "
+    f"forward now reads {TREE_NODES} nodes instead of k + 1 tokens, which costs time on a CPU. Greedy output is "
+    "still the target's own, up to float rounding at near ties.",
+    tree_nodes=TREE_NODES, tree_branch=TREE_BRANCH)
 
 
 def stage(key: str) -> LabStage:

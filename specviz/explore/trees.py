@@ -59,7 +59,8 @@ def about_trees(table: SweepTable | None, source: str) -> str:
     measured = (f"Speeds measured on <b>{escape(machine)}</b>: another machine gives other speeds, and a GPU, "
                 "where a wider verify forward costs almost nothing, favours larger trees." if machine else
                 "This sweep does not say which machine measured it: its speeds are that machine's, not this one's.")
-    facts = (f"{escape(source[:1].upper() + source[1:])}: {escape(str(meta.get('draft') or '?'))} → {escape(str(meta.get('target') or '?'))}, "
+    models = f"{meta.get('draft') or '?'} → {meta.get('target') or '?'}"
+    facts = (f"{escape(source[:1].upper() + source[1:])}: {escape(models)}, "
              f"{table.num_runs} runs ({_count(len(prompts), 'prompt')} × {_count(len(seeds), 'seed')} × "
              f"{_count(len(table.temperatures), 'temperature')} × {len(table.tree_budgets)} drafts: the chain and "
              f"{_count(len(table.tree_budgets) - 1, 'tree budget')}), "

@@ -45,6 +45,13 @@ def budget_label(tree_nodes: int, k: int) -> str:
     return f"chain of {k} tokens" if tree_nodes == 0 else f"tree of {tree_nodes} nodes"
 
 
+def _tick(tree_nodes: int, k: int, narrow: bool) -> str:
+    """An x tick: 'chain<br>5 tokens' / 'tree<br>8 nodes'; on a phone 'chain' / '8', short enough to stay level."""
+    if narrow:
+        return "chain" if tree_nodes == 0 else str(tree_nodes)
+    return budget_label(tree_nodes, k).replace(" of ", "<br>")
+
+
 def budget_cells(table: SweepTable, k: int, temperature: float) -> list[SweepCell]:
     """The chain of depth k, then every tree budget at depth k, at one temperature (missing ones left out)."""
     cells = [table.cell(k, temperature, budget) for budget in table.tree_budgets]
@@ -80,8 +87,8 @@ def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyl
                 "showlegend": panel == 0, "x": [position[c.tree_nodes] for c in cells], "y": [mean(c) for c in cells],
                 "customdata": [[budget_label(c.tree_nodes, k), c.runs] for c in cells],
                 "line": {"color": color, "width": 2.5}, "marker": {"color": color, "size": 10},
-                "hovertemplate": f"T = {temperature:g}, %{{customdata[0]}}: "
-                                 + words.replace("{:.2f}", "%{y:.2f}") + " (mean of %{customdata[1]} runs)<extra></extra>",
+                "hovertemplate": f"T = {temperature:g}, %{{customdata[0]}}: " + words.replace("{:.2f}", "%{y:.2f}")
+                                 + " (mean of %{customdata[1]} runs)<extra></extra>",
                 **axes})
         if meta == "speed":
             traces += _baselines(table, k, len(budgets), axes)
@@ -90,10 +97,11 @@ def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyl
                            "meta": "one_token", "name": "one target token's forward (1×)", "hoverinfo": "skip",
                            "line": {"color": COLORS["committed"], "dash": "dash", "width": 1.5}, **axes})
         column = domains[panel] if not cramped else [0.0, 1.0]
-        row = [0.0, 1.0] if not cramped else [1 - (panel + 1) / 3 + 0.06, 1 - panel / 3 - 0.02]
+        row = [0.0, 1.0] if not cramped else [1 - (panel + 1) / 3 + 0.1, 1 - panel / 3 - 0.03]
         layout[f"xaxis{suffix}"] = axis(style, domain=column, anchor=f"y{suffix}", tickmode="array",
                                         tickvals=list(range(len(budgets))),
-                                        ticktext=[budget_label(b, k).replace(" of ", "<br>") for b in budgets],
+                                        ticktext=[_tick(b, k, style.narrow) for b in budgets],
+                                        title={"text": "node budget (k-deep trees)" if style.narrow else ""},
                                         range=[-0.5, len(budgets) - 0.5], zeroline=False, fixedrange=True)
         layout[f"yaxis{suffix}"] = axis(style, domain=row, anchor=f"x{suffix}", title={"text": title},
                                         rangemode="tozero", fixedrange=True)

@@ -49,9 +49,10 @@ class LabHandlers(Stoppable):
 
     def select_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
                     width: float | None) -> Outputs:
-        """The scrubber moved: the timeline, the step's detail, the cache figure and the step's tree follow it."""
+        """The scrubber moved: the timeline, the step's detail, the cache figure, the step's tree and (the
+        tree stage) the chain on the same step axis follow it."""
         views = render_step(lab, key, _step(index), FigureStyle.for_screen(large, width))
-        return views.timeline, views.detail, views.drift, shown_tree(views.tree)
+        return views.timeline, views.detail, views.drift, shown_tree(views.tree), shown_tree(views.chain)
 
     def previous_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
                       width: float | None) -> Outputs:

@@ -61,10 +61,9 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
             status = gr.Markdown(initial.status, elem_id="sv-lab-status")
             explanation = gr.HTML(initial.explanation, elem_id="sv-lab-explanation")
             verdict = gr.HTML(initial.verdict, elem_id="sv-lab-verdict")
-            with gr.Row(equal_height=False, elem_id="sv-lab-timelines"):
-                chain = gr.Plot(initial.chain_timeline, show_label=False, elem_id="sv-lab-chain-timeline",
-                                visible=initial.chain_timeline is not None, min_width=320)
-                timeline = gr.Plot(initial.timeline, show_label=False, elem_id="sv-lab-timeline", min_width=320)
+            chain = gr.Plot(initial.chain_timeline, show_label=False, elem_id="sv-lab-chain-timeline",
+                            visible=initial.chain_timeline is not None)      # the tree stage: D's chain above its tree
+            timeline = gr.Plot(initial.timeline, show_label=False, elem_id="sv-lab-timeline")
             with gr.Row(elem_id="sv-lab-scrub-row", elem_classes=["sv-scrub-row"], equal_height=False):
                 prev = gr.Button("◀ Prev", elem_id="sv-lab-prev", scale=0, min_width=120)
                 scrubber = gr.Slider(initial.scrubber.minimum, initial.scrubber.maximum, value=initial.scrubber.value,
@@ -85,7 +84,7 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
         source.change(handlers.restyle, inputs=[*show_in, scrubber], outputs=views_out, show_progress="hidden",
                       concurrency_limit=None, api_name="lab_restyle", api_visibility="private")
     step_in = [state, stage, scrubber, large, width]
-    step_out = [timeline, detail, drift, tree]
+    step_out = [timeline, detail, drift, tree, chain]
     scrubber.input(handlers.select_step, inputs=step_in, outputs=step_out, trigger_mode="always_last",
                    show_progress="hidden", concurrency_limit=None, api_name="lab_step", api_visibility="private")
     for button, move in ((prev, handlers.previous_step), (next_, handlers.next_step)):

@@ -31,11 +31,12 @@ class RunFacts:
     tokens_per_forward: float | None      # accepted + 1 per step: tokens one target forward emitted
     target_forwards: int
     new_tokens: int
-    verify_reads: float                   # mean tokens one verify forward read: pending + drafts (or tree nodes)
+    verify_reads: float                   # mean tokens a verify forward read, steps after the first
     verify_ms: float | None               # mean verify forward, steps after the first
     draft_ms: float | None                # mean draft time per step, steps after the first
     tokens_per_s: float | None
     wall_s: float
+    baseline_tokens_per_s: float | None = None      # the target alone on the same prompt, timed beside the run
 
 
 def run_facts(trace: Trace) -> RunFacts:
@@ -43,11 +44,12 @@ def run_facts(trace: Trace) -> RunFacts:
     summary = trace.summary
     timed = trace.steps[1:] if len(trace.steps) > 1 else trace.steps
     costs = step_costs(trace.steps)
-    reads = [step.kv_target.after_forward - step.kv_target.before for step in trace.steps]
+    reads = [step.kv_target.after_forward - step.kv_target.before for step in timed]      # no prompt prefill
     return RunFacts(summary.mean_accepted_length, summary.target_forwards, summary.new_tokens,
                     statistics.fmean(reads) if reads else 0.0, costs[1] if costs else None,
                     statistics.fmean(step.timing.draft for step in timed) if timed else None,
-                    summary.tokens_per_s, summary.wall_s)
+                    summary.tokens_per_s, summary.wall_s,
+                    summary.baseline.tokens_per_s if summary.baseline is not None else None)
 
 
 ROWS = (   # label, the value's text, what it means
@@ -55,29 +57,36 @@ ROWS = (   # label, the value's text, what it means
      "accepted drafts + 1 (the recovered or bonus token), averaged over steps"),
     ("target forwards", lambda f: f"{f.target_forwards}", "one per step, for the same new tokens"),
     ("tokens a verify forward reads", lambda f: f"{f.verify_reads:.1f}",
-     "pending tokens + the k drafts, or + every tree node (mean)"),
+     "pending tokens + the k drafts, or + every tree node (mean, steps after the first: the first also reads the "
+     "prompt)"),
     ("one verify forward", lambda f: _num(f.verify_ms, "{:.0f} ms"), "mean, steps after the first"),
     ("drafting per step", lambda f: _num(f.draft_ms, "{:.0f} ms"), "mean, steps after the first"),
     ("speed", lambda f: _num(f.tokens_per_s, "{:.1f} tok/s"), "as measured when recorded"),
+    ("target alone", lambda f: _num(f.baseline_tokens_per_s, "{:.1f} tok/s"),
+     "target-only decoding of the same prompt, timed beside the run: how busy the machine was"),
 )
 
 
 def tree_comparison_html(chain: Trace | None, tree: Trace) -> str:
     """The two runs' numbers side by side and the sentence; without a chain run, the tree's column alone."""
     facts = {"chain": run_facts(chain) if chain is not None and chain.steps else None, "tree": run_facts(tree)}
-    head = (f"<th>{escape(CHAIN_TITLE)}<br><small>k = {chain.config.k}</small></th>" if facts["chain"] else "<th>chain</th>")
+    head = (f"<th>{escape(CHAIN_TITLE)}<br><small>k = {chain.config.k}</small></th>" if facts["chain"]
+            else "<th>chain</th>")
     head += (f"<th>Tree (stage T)<br><small>up to {tree.config.tree_nodes} nodes, {tree.config.tree_branch} children "
              f"each, at most {tree.config.k} deep</small></th>")
     body = "".join(
         f"<tr><th>{escape(label)}<br><small>{escape(meaning)}</small></th>"
-        f"<td>{escape(text(facts['chain'])) if facts['chain'] else '–'}</td><td>{escape(text(facts['tree']))}</td></tr>"
+        f"<td>{escape(text(facts['chain'])) if facts['chain'] else '–'}</td>"
+        f"<td>{escape(text(facts['tree']))}</td></tr>"
         for label, text, meaning in ROWS)
     device = tree.config.device or "this machine"
     return (f"<div class='sv-table-wrap'><table class='sv-table sv-lab-tree-table'><thead><tr><th></th>{head}</tr>"
             f"</thead><tbody>{body}</tbody></table></div>"
-            f"<div class='sv-note sv-lab-why' id='sv-lab-tree-sentence'>{escape(tree_sentence(facts['chain'], facts['tree']))} "
-            f"<span class='sv-muted'>(Both recorded back to back on {escape(device)}: the times are that "
-            f"machine's.)</span></div>")
+            f"<div class='sv-note sv-lab-why' id='sv-lab-tree-sentence'>"
+            f"{escape(tree_sentence(facts['chain'], facts['tree']))} "
+            f"<span class='sv-muted'>(Recorded one after the other on {escape(device)}, so the times are that "
+            f"machine's; the 'target alone' row shows how fast the target ran by itself beside each run: where "
+            f"those differ, so did the machine's load.)</span></div>")
 
 
 def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
@@ -92,18 +101,29 @@ def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
             f"{_num(tree.draft_ms, '{:.0f} ms')} of drafting per step instead of {_num(chain.draft_ms, '{:.0f} ms')}")
     if tree.tokens_per_s is None or chain.tokens_per_s is None:
         return f"{bought}; {cost}."
+    speeds = f"so it ran at {tree.tokens_per_s:.1f} tokens/s against the chain's {chain.tokens_per_s:.1f}"
+    if tree.baseline_tokens_per_s and chain.baseline_tokens_per_s:      # each against the target alone beside it
+        mine, theirs = tree.tokens_per_s / tree.baseline_tokens_per_s, chain.tokens_per_s / chain.baseline_tokens_per_s
+        return (f"{bought}; {cost}, {speeds}; against the target alone timed beside each (which evens out the "
+                f"machine's load), the tree ran {mine:.2f}× and the chain {theirs:.2f}×: "
+                + ("the tree paid off." if mine > theirs else "the dearer steps cost more than the saved forwards."))
     faster = "the tree was faster overall" if tree.tokens_per_s > chain.tokens_per_s else \
         "the chain was faster overall: the dearer steps cost more time than the saved forwards"
-    return (f"{bought}; {cost}, so it ran at {tree.tokens_per_s:.1f} tokens/s against the chain's "
-            f"{chain.tokens_per_s:.1f}: {faster}.")
+    return f"{bought}; {cost}, {speeds}: {faster}."
 
 
-def chain_timeline(chain: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """Stage D's timeline, titled as the chain the tree is measured against."""
+def chain_timeline(chain: Trace | None, tree: go.Figure, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Stage D's timeline, titled as the chain the tree is measured against, drawn above the tree's
+    timeline `tree`: both get the same step axis (the union of their ranges), so step i of one sits
+    over step i of the other."""
     if chain is None or not chain.steps:
         return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style)
     figure = timeline_figure(chain, selected_step=None, style=style)
     figure.layout.title.text = f"<b>{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}</b>"
+    if tree.layout.xaxis.range and figure.layout.xaxis.range:
+        shared = [min(figure.layout.xaxis.range[0], tree.layout.xaxis.range[0]),
+                  max(figure.layout.xaxis.range[1], tree.layout.xaxis.range[1])]
+        figure.layout.xaxis.range = tree.layout.xaxis.range = shared
     return figure
 
 

@@ -129,8 +129,7 @@ class LabViews(ComponentFields):
     drift: go.Figure
 
     def outputs(self) -> tuple[Any, ...]:
-        """The values in `names()` order; the scrubber as the slider update the page needs, the
-        tree stage's figures shown only there."""
+        """The values in `names()` order; the scrubber as a slider update, the tree stage's figures shown only there."""
         special = {"scrubber": self.scrubber.update(), "chain_timeline": shown_tree(self.chain_timeline),
                    "tree": shown_tree(self.tree)}
         return tuple(special[name] if name in special else getattr(self, name) for name in self.names())
@@ -144,6 +143,7 @@ class StepViews:
     detail: str
     drift: go.Figure
     tree: go.Figure | None = None           # the selected step's draft tree (the tree stage)
+    chain: go.Figure | None = None          # the tree stage's chain (stage D), on the tree's step axis
 
 
 def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = FigureStyle(),
@@ -165,8 +165,7 @@ def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = F
     index = find_step(trace, selected if selected is not None else diff.step if diff and diff.step is not None
                       else trace.steps[0].index).index
     views = render_step(lab, picked.key, index, style)
-    chain = chain_timeline(reference, style) if is_tree_stage(picked.key) else None
-    return LabViews(lab, status, explanation, verdict_html(picked.key, trace, reference, diff, lab), chain,
+    return LabViews(lab, status, explanation, verdict_html(picked.key, trace, reference, diff, lab), views.chain,
                     views.timeline, scrubber_for(trace, index), views.detail, views.tree, views.drift)
 
 
@@ -182,10 +181,12 @@ def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureSt
     last_step = max(t.steps[-1].index for t in lab.traces.values() if t.steps)
     detail = step_detail_html(trace, step) + step_caches_html(trace, step)
     timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence)
+    chain = None
     if is_tree_stage(key):
         timeline.layout.title.text = f"<b>Tree (stage T): up to {trace.config.tree_nodes} nodes a step</b>"
+        chain = chain_timeline(reference, timeline, style)
     return StepViews(timeline, detail, drift_figure(trace, divergence, style=style, selected=step, last_step=last_step),
-                     tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None)
+                     tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None, chain)
 
 
 TOKENS_PER_STEP_TIP = ("accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps: "
