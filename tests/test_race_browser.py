@@ -10,36 +10,24 @@ test-artifacts/.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+import test_ui_browser as shared
 from fakes import FakeRunner
 from race_factory import make_race
+from test_ui_browser import ARTIFACTS, WAIT_MS
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-WAIT_MS = 180_000        # how long a wait may take before it counts as hung (a limit, not a speed claim)
 ROOT = "#sv-race-view .sv-race"
 SHOWN_JS = """(lane) => Number(document.querySelector(`#sv-race-view .sv-lane[data-lane='${lane}']`).dataset.shown)"""
 # The recorded race: speculative steps of 0.3 s against one target-only token every 0.2 s.
 RECORDED = make_race((3, 3, 1, 3, 0, 2, 3, 3), k=3, token_s=0.2, step_s=0.3)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
+browser = shared.browser          # the same fixture: Debian's chromium, launched once per module
 
 
 @pytest.fixture(scope="module")
