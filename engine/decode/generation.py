@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -25,6 +26,9 @@ from engine.decode.tree.step import TreeStep
 from engine.decode.verify import Acceptance, accept_greedy, accept_sampling
 from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
 from engine.trace import TextTokens, Trace
+
+
+TreeLayout = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]   # (cached, pending) -> (positions, mask)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Generation:
         """A chain step: the five phases of docs/architecture.md §2 (a tree step: tree/step.py)."""
         context_len = len(self.committed)
         proposal = self.drafter.propose(self.committed, self.draft_length())             # 1. draft
-        verification = self._verify(proposal)                                            # 2. verify
+        verification = self.verify(proposal.token_ids)                                   # 2. verify
         acceptance = self._accept(proposal, verification.logits, verification.probs)     # 3. accept
         kept = self.kept_run(proposal.token_ids[:acceptance.num_accepted], acceptance.next_token, acceptance.next_kind)
         kv_target, kv_draft = self._cutoff(proposal, kept, verification)                 # 4. cutoff
@@ -127,12 +131,16 @@ class Generation:
         k = self.adaptive.k if self.adaptive is not None else self.config.k
         return max(0, min(k, remaining - 1, room))
 
-    def _verify(self, proposal: Proposal) -> Verification:
-        """One target forward over its pending tokens and the drafts: k+1 distributions."""
+    def verify(self, drafts: list[int], layout: TreeLayout | None = None) -> Verification:
+        """One target forward over its pending tokens and the drafts: k+1 distributions. A token tree
+        passes `layout`, which gives (position ids, 4D attention mask) for (cached length, pending
+        count); it is built inside the timer, as part of the verify (engine/decode/tree/mask.py)."""
         started = time.perf_counter()
         pending = self.committed[self.target.num_committed:]
-        k = len(proposal.token_ids)
-        result = self.target.forward(pending + proposal.token_ids, num_logits=k + 1)
+        k = len(drafts)
+        placed = {} if layout is None else dict(zip(("position_ids", "attention_mask"),
+                                                     layout(self.target.length, len(pending))))
+        result = self.target.forward(pending + drafts, num_logits=k + 1, **placed)
         self.target.commit(len(pending))
         target_probs = to_probs(result.logits, self.params)                             # (k+1, V)
         wait_for(target_probs)

@@ -8,14 +8,11 @@ So every chain figure and invariant keeps working, and `TreeData` carries the wh
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import torch
 
 from engine.decode.drafters import Proposal
-from engine.decode.kv import wait_for
-from engine.decode.sampling import to_probs
 from engine.decode.recorder import StepData
 from engine.decode.tree.accept import TreeData, TreeWalk, walk_greedy, walk_sampling
 from engine.decode.tree.mask import tree_positions, verify_mask
@@ -35,29 +32,23 @@ class TreeStep:
         context_len = len(committed)
         budget = min(config.tree_nodes, generation.pair.max_context - context_len)
         tree = generation.drafter.propose(committed, generation.draft_length(), budget)         # 1. draft
-        started = time.perf_counter()
-        pending = committed[target.num_committed:]
-        past = target.length
-        result = target.forward(pending + tree.tokens, num_logits=tree.size + 1,                   # 2. verify
-                                position_ids=tree_positions(past, len(pending), tree.depths, target.device),
-                                attention_mask=verify_mask(past, len(pending), tree.ancestry(), target.dtype,
-                                                           target.device))
-        target.commit(len(pending))
-        target_probs = to_probs(result.logits, generation.params)                                   # (N + 1, V)
-        wait_for(target_probs)
-        verify_ms = (time.perf_counter() - started) * 1000
-        walk = self._walk(tree, result.logits, target_probs, generation)                            # 3. accept
+        verified = generation.verify(tree.tokens, lambda past, pending: (                          # 2. verify
+            tree_positions(past, pending, tree.depths, target.device),
+            verify_mask(past, pending, tree.ancestry(), target.dtype, target.device)))
+        target_probs = verified.probs                                                               # (N + 1, V)
+        walk = self._walk(tree, verified.logits, target_probs, generation)                          # 3. accept
         kept = generation.kept_run([tree.tokens[node] for node in walk.path], walk.next_token, walk.next_kind)
         kept_path = list(walk.path[:sum(kind == "accepted" for _, kind in kept)])
-        removed = target.gather(past + len(pending), kept_path)                                     # 4. gather
+        first_node = verified.cache_before + verified.rows - tree.size          # the pending rows come first
+        removed = target.gather(first_node, kept_path)                                              # 4. gather
         target.commit(len(kept_path))
-        kv_target = target.lengths(result.length_before, result.length_after, removed)
+        kv_target = target.lengths(verified.cache_before, verified.cache_after_forward, removed)
         kv_draft = generation.drafter.on_verified(tree, kept_path)
         emitted, eos = generation.emit(kept)                                                        # 5. emit
         proposal, main_probs, acceptance = self._main_line(tree, walk, target_probs)
         return StepData(index=len(generation.records), context_len=context_len, proposal=proposal,
                         target_probs=main_probs, acceptance=acceptance, emitted=emitted, kv_target=kv_target,
-                        kv_draft=kv_draft, timing=StepTiming(tree.elapsed_ms, verify_ms, 0.0), eos=eos,
+                        kv_draft=kv_draft, timing=StepTiming(tree.elapsed_ms, verified.elapsed_ms, 0.0), eos=eos,
                         is_greedy=generation.params.is_greedy, tree=TreeData(tree, walk, target_probs))
 
     @staticmethod
