@@ -54,6 +54,11 @@ class SweepTable:
     document: dict[str, Any]                    # the whole document, runs included
     runs: tuple[RunPoint, ...] = ()             # every run behind the cells (none in a document without runs)
 
+    def meta_list(self, key: str) -> list[Any]:
+        """The meta's list under `key` (prompts, seeds, ks, ...), [] when it is missing or not a list."""
+        value = self.meta.get(key)
+        return value if isinstance(value, list) else []
+
     def runs_at(self, k: int, temperature: float, tree_nodes: int = 0) -> list[RunPoint]:
         """The runs averaged into the cell (k, temperature, tree_nodes), by prompt then seed."""
         return sorted((r for r in self.runs if r.k == k and r.temperature == temperature

@@ -3,7 +3,6 @@ and the handlers record every stage (fake runner, then the real tiny-random pair
 
 from __future__ import annotations
 
-import dataclasses
 
 import gradio as gr
 import pytest
@@ -12,7 +11,6 @@ from app import EngineRunner
 from engine.lab import cache_drift, first_divergence
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, LAB_PREFIX, load_demo_trace, load_lab_traces, trace_paths
-from specviz.figures.lab import drift_figure
 from specviz.lab.handlers import LabHandlers
 from specviz.lab.views import (KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, LabViews, choice, difference, recorded_lab,
                                render_lab, render_step)

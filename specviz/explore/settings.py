@@ -19,11 +19,6 @@ DEFAULT_TEMPERATURES = (0.0, 0.7)
 SETTING_NAMES = ("ks", "temperatures", "prompts", "seeds", "max_new_tokens")   # the controls, in this order
 
 
-def _listed(meta: dict[str, Any], key: str) -> list[Any]:
-    value = meta.get(key)
-    return value if isinstance(value, list) else []
-
-
 def _offered(meta: dict[str, Any], key: str, offered: Sequence[Any], default: Sequence[Any]) -> list[Any]:
     """The sweep's values under `key` that the control offers (none ticked rather than one that did not
     run); `default` when the sweep does not say."""
@@ -37,7 +32,8 @@ def shown_settings(table: SweepTable | None, ks: Sequence[int], prompts: Sequenc
     """The controls' values for `table`: its own settings where the controls (`ks`, the example `prompts`,
     the policy's length) offer them; the defaults where it names none."""
     meta = table.meta if table is not None else {}
-    seeds = [s for s in _listed(meta, "seeds") if isinstance(s, int) and not isinstance(s, bool)]
+    listed_seeds = table.meta_list("seeds") if table is not None else []
+    seeds = [s for s in listed_seeds if isinstance(s, int) and not isinstance(s, bool)]
     tokens = meta.get("max_new_tokens")
     most = min(MAX_NEW_TOKENS, policy.max_new_tokens)
     return {"ks": _offered(meta, "ks", ks, [k for k in DEFAULT_KS if k in ks]),
@@ -55,9 +51,9 @@ def settings_note(table: SweepTable | None, whose: str, ks: Sequence[int], promp
         return "No sweep on screen: these are starting settings; press **Run sweep** to record one."
     meta = table.meta
     missing = []
-    extra_ks = [k for k in _listed(meta, "ks") if k not in ks]
-    extra_ts = [t for t in _listed(meta, "temperatures") if t not in TEMPERATURES]
-    extra_prompts = [p for p in _listed(meta, "prompts") if p not in prompts]
+    extra_ks = [k for k in table.meta_list("ks") if k not in ks]
+    extra_ts = [t for t in table.meta_list("temperatures") if t not in TEMPERATURES]
+    extra_prompts = [p for p in table.meta_list("prompts") if p not in prompts]
     tokens = meta.get("max_new_tokens")
     if extra_ks:
         missing.append("k = " + ", ".join(str(k) for k in extra_ks))

@@ -53,8 +53,7 @@ def about_trees(table: SweepTable | None, source: str) -> str:
         return (f"<div class='sv-note' id='sv-trees-none'>{escape(source[:1].upper() + source[1:])}: "
                 f"{escape(NO_BUDGETS)}</div>")
     meta = table.meta
-    prompts = meta.get("prompts") if isinstance(meta.get("prompts"), list) else []
-    seeds = meta.get("seeds") if isinstance(meta.get("seeds"), list) else []
+    prompts, seeds = table.meta_list("prompts"), table.meta_list("seeds")
     machine = meta.get("machine") if isinstance(meta.get("machine"), str) else ""
     measured = (f"Speeds measured on <b>{escape(machine)}</b>: another machine gives other speeds, and a GPU, "
                 "where a wider verify forward costs almost nothing, favours larger trees." if machine else

@@ -63,8 +63,7 @@ def about_html(table: SweepTable | None) -> str:
     models = f"{meta.get('draft') or '?'} → {meta.get('target') or '?'}"
     if meta.get("drafter") == NGRAM_DRAFTER:
         models = f"n-gram prompt lookup → {meta.get('target') or '?'}"
-    prompts = meta.get("prompts") if isinstance(meta.get("prompts"), list) else []
-    seeds = meta.get("seeds") if isinstance(meta.get("seeds"), list) else []
+    prompts, seeds = table.meta_list("prompts"), table.meta_list("seeds")
     facts = [f"{table.num_runs} runs", f"{len(prompts) or '?'} prompt{'s' if len(prompts) != 1 else ''}",
              f"{len(seeds) or '?'} seed{'s' if len(seeds) != 1 else ''}",
              f"{meta.get('max_new_tokens', '?')} new tokens each"]

@@ -21,8 +21,8 @@ import plotly.graph_objects as go
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
-from specviz.figures.tree_text import (gather_sentence, ordinal, rank, ranked_children, rescue_sentence, stop_node,
-                                      tree_summary)
+from specviz.figures.tree_text import (extra_token, gather_sentence, node_index, ordinal, rank, ranked_children,
+                                       rescue_sentence, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, FigureStyle
 from specviz.tokens import number, short, visible
@@ -68,7 +68,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     """The figure for one tree step (see the module docstring)."""
     tree = step.tree
     assert tree is not None, "step_tree_figure needs a tree step"
-    extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
+    extra = extra_token(step)
     rows = _rows(step, extra)
     stop = stop_node(tree)
     stop_depth = 0 if stop is None else _node(step, stop).depth
@@ -181,7 +181,7 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
 
 
 def _node(step: StepRecord, node_id: int) -> TreeNode:
-    return next(node for node in step.tree.nodes if node.id == node_id)
+    return step.tree.nodes[node_index(step.tree, node_id)]
 
 
 def _token(text: str) -> str:

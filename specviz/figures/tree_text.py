@@ -45,7 +45,7 @@ def first_choice_run(tree: TreeRecord) -> int:
     """How many accepted tokens, from the root, were each the draft's first choice."""
     count = 0
     for node_id in tree.path:
-        if rank(tree, tree.nodes[_index(tree, node_id)]) != 1:
+        if rank(tree, tree.nodes[node_index(tree, node_id)]) != 1:
             break
         count += 1
     return count
@@ -57,7 +57,7 @@ def tree_summary(step: StepRecord) -> str:
     assert tree is not None, "tree_summary needs a tree step"
     depth = max((node.depth for node in tree.nodes), default=0)
     size = f"{len(tree.nodes)} node{'s' * (len(tree.nodes) != 1)} drafted, depth {depth}"
-    extra = _extra(step)
+    extra = extra_token(step)
     if not tree.nodes:
         token = f": the target's own token ‘{visible(extra.text)}’ alone" if extra is not None else ""
         return f"No candidates drafted (no room left for drafts: the token limit or the context window){token}."
@@ -89,7 +89,7 @@ def rescue_sentence(step: StepRecord) -> str:
                     if tried > 1 else "The one candidate at depth 1 was rejected.")
         return ("Every accepted token was the draft's first choice (the top row): a single line of first choices "
                 "would have accepted the same tokens, so here the siblings cost verify rows and added nothing.")
-    rescuer = tree.nodes[_index(tree, tree.path[run])]
+    rescuer = tree.nodes[node_index(tree, tree.path[run])]
     gained = len(tree.path) - run
     return (f"At depth {run + 1} the draft's first choice was rejected, so a single line of first choices (the top "
             f"row) would have accepted {run} token{'s' * (run != 1)}; its {ordinal(rank(tree, rescuer))}-ranked "
@@ -128,12 +128,12 @@ def tree_sentences(step: StepRecord) -> list[str]:
     return lines
 
 
-def _extra(step: StepRecord):
+def extra_token(step: StepRecord):
     """The token the target added after the path (recovered or bonus), or None when the run ended first."""
     return step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
 
 
-def _index(tree: TreeRecord, node_id: int) -> int:
+def node_index(tree: TreeRecord, node_id: int) -> int:
     """Position of node `node_id` in `tree.nodes` (ids are 0-based in feed order, so normally itself)."""
     if node_id < len(tree.nodes) and tree.nodes[node_id].id == node_id:
         return node_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
+from engine.config import NGRAM_DRAFTER
 from engine.race import Race, tokens_per_s
 from specviz.style import LABELS
 
@@ -37,7 +38,7 @@ def race_html(race: Race | None, note: str = "") -> str:
 def verdict(race: Race) -> str:
     """Who finished first, by how much, and why (HTML)."""
     slow, fast = race.target_only, race.speculative
-    count_slow, count_fast = len(slow.tokens), len(fast.token_ids)
+    count_fast = len(fast.token_ids)
     if race.speedup is None:
         return "One lane produced no tokens, so there is no winner."
     if fast.wall_s <= slow.wall_s:
@@ -56,7 +57,7 @@ def verdict(race: Race) -> str:
 
 def measured_how(race: Race) -> str:
     config = race.config
-    drafter = "n-gram prompt lookup" if config.drafter == "ngram" else f"draft model {config.draft or 'draft'}"
+    drafter = "n-gram prompt lookup" if config.drafter == NGRAM_DRAFTER else f"draft model {config.draft or 'draft'}"
     mode = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, seed {config.seed}"
     warm = (f" Both ran {race.warmup_tokens} untimed tokens first, so one-time start-up costs count in neither."
             if race.warmup_tokens else "")
@@ -99,6 +100,6 @@ def _speculative_lane(race: Race, winner: str) -> str:
         boxes.append(f"<span class='sv-rstep' data-t='{step.t_s:.6f}' data-n='{len(step.tokens)}' data-f='1' "
                      f"title='{escape(title)}'>{tokens}</span>")
     config = race.config
-    drafter = "n-gram lookup drafts" if config.drafter == "ngram" else "the draft model drafts"
+    drafter = "n-gram lookup drafts" if config.drafter == NGRAM_DRAFTER else "the draft model drafts"
     return _lane("speculative", "Speculative", f"{drafter} k = {config.k}, one target forward checks them",
                  lane.wall_s, len(lane.token_ids), lane.forwards, "".join(boxes), winner)

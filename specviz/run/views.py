@@ -51,10 +51,7 @@ class Views(ComponentFields):
     def outputs(self) -> tuple[Any, ...]:
         """The values in `names()` order; the scrubber as the slider update the page needs, the tree
         figure shown only for a tree run."""
-        scrubber = self.scrubber
-        slider = gr.update(minimum=scrubber.minimum, maximum=scrubber.maximum, value=scrubber.value,
-                           interactive=scrubber.interactive)
-        special = {"scrubber": slider, "tree": shown_tree(self.tree)}
+        special = {"scrubber": self.scrubber.update(), "tree": shown_tree(self.tree)}
         return tuple(special[name] if name in special else getattr(self, name) for name in self.names())
 
 
