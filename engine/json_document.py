@@ -1,10 +1,19 @@
-"""Reading an uploaded JSON document (a trace or a sweep) without letting anything but the
+"""Reading a JSON document (a trace, a race or a sweep) without letting anything but the
 format's own error out: size limit first, then syntax, oversized numbers and deep nesting."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+
+def read_document(path: str | Path, max_bytes: int, error: type[ValueError], what: str) -> bytes:
+    """A document file's bytes, refused with `error` before reading when it is over `max_bytes`."""
+    path = Path(path)
+    if path.stat().st_size > max_bytes:
+        raise error(f"{path.name} is over the {max_bytes // 1024 // 1024} MiB {what} size limit")
+    return path.read_bytes()
 
 
 def parse_json(text: str | bytes, max_bytes: int, error: type[ValueError], what: str) -> Any:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import SpecConfig
+from engine.json_document import read_document
 
 RACE_SCHEMA = "specviz.race/1"
 MAX_RACE_BYTES = 5 * 1024 * 1024        # a race of 512 tokens per lane is about 100 KiB
@@ -141,10 +142,7 @@ class Race:
 
     @classmethod
     def load(cls, path: str | Path) -> "Race":
-        path = Path(path)
-        if path.stat().st_size > MAX_RACE_BYTES:
-            raise RaceFormatError(f"{path.name} is over the {MAX_RACE_BYTES // 1024 // 1024} MiB race size limit")
-        return cls.from_json(path.read_bytes())
+        return cls.from_json(read_document(path, MAX_RACE_BYTES, RaceFormatError, "race"))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import SpecConfig
-from engine.json_document import parse_json
+from engine.json_document import parse_json, read_document
 from engine.metrics import BaselineStats, Summary, summarize
 from engine.records import CacheLengths, StepRecord
 
@@ -89,10 +89,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        path = Path(path)
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise TraceFormatError(f"{path.name} is over the {MAX_TRACE_BYTES // 1024 // 1024} MiB trace size limit")
-        return cls.from_json(path.read_bytes())
+        return cls.from_json(read_document(path, MAX_TRACE_BYTES, TraceFormatError, "trace"))
 
 
 def _plain(value: Any) -> Any:

@@ -57,7 +57,6 @@ class StepRecorder:
                       for i in range(k + 1)]
         if self.detailed:
             draft, target, residual, overlap = self._details(data, target_ids)
-            overlap = overlap if data.tree is None else ()     # sum min(p, q) is no acceptance chance for top-b nodes
         else:
             draft = tuple(DraftToken(token, "", None) for token in draft_ids)
             target = tuple(TargetToken(token, "", None) for token in target_ids)
@@ -103,6 +102,8 @@ class StepRecorder:
                                    self._top(target_probs[i]))
                        for i, token in enumerate(target_ids))
         residual = self._top(data.acceptance.residual.cpu()) if data.acceptance.residual is not None else ()
+        if data.tree is not None:      # sum min(p, q) is no acceptance chance for top-b nodes: not computed
+            return draft, target, residual, ()
         return draft, target, residual, self._overlap(data.proposal.token_ids, draft_probs, target_probs[:k],
                                                         data.is_greedy)
 
