@@ -98,6 +98,11 @@ def test_the_first_screen_offers_greedy_and_sampled_and_every_step_explains_itse
     assert cut_sentence(rejection) in detail
     page.locator("#sv-detail .sv-residual").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "teaching-sampled-rejection-desktop.png"), full_page=True)
+
+    assert page.locator("#sv-recorded input:checked").count() == 1
+    page.click("#sv-run")                 # a run of one's own replaces the recorded one: none stays ticked
+    page.wait_for_function("() => document.querySelectorAll('#sv-recorded input:checked').length === 0")
+    assert page.inner_text("#sv-status").startswith("Done")
     page.close()
 
 

@@ -52,8 +52,11 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
     # (text for a number, a value out of range) gets the same clear sentence as the page's.
     # The validator runs as a request joins the queue: Stop reaches a run still waiting there.
+    shown_elsewhere = dict(fn=lambda: gr.update(value=None), outputs=recorded_pick, show_progress="hidden",
+                           queue=False, api_visibility="private")   # a new run or upload: no recorded run is shown
     run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
-              show_progress_on=[views["status"]], api_name="run", preprocess=False, validator=handlers.queued)
+              show_progress_on=[views["status"]], api_name="run", preprocess=False,
+              validator=handlers.queued).success(**shown_elsewhere)
     views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
                           show_progress="hidden", concurrency_limit=8, api_visibility="private")
     stop.click(handlers.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
@@ -76,7 +79,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
         source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
     views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
-                           concurrency_limit=2, api_visibility="private")
+                           concurrency_limit=2, api_visibility="private").success(**shown_elsewhere)
     views["export"].click(handlers.export, inputs=[state, views["scrubber"]], outputs=[views["files"]],
                           concurrency_limit=2, api_name="export")
 
