@@ -83,15 +83,15 @@ class CheckpointFiles:
         if (entry is None or mapped.device.type != "cpu" or entry.dtype != mapped.dtype
                 or entry.shape != tuple(mapped.shape) or mapped.numel() == 0):
             return None
-        buffer = bytearray(entry.end - entry.start)
+        buffer = torch.empty(entry.end - entry.start, dtype=torch.uint8)     # not zeroed: the read fills it
         try:
             with entry.path.open("rb") as handle:
                 handle.seek(entry.start)
-                if handle.readinto(buffer) != len(buffer):
+                if handle.readinto(buffer.numpy()) != buffer.numel():
                     return None
         except OSError:
             return None
-        tensor = torch.frombuffer(buffer, dtype=entry.dtype).reshape(entry.shape)
+        tensor = buffer.view(entry.dtype).reshape(entry.shape)
         if tensor.dim() > 0 and not (torch.equal(tensor[0], mapped[0]) and torch.equal(tensor[-1], mapped[-1])):
             return None
         return tensor

@@ -95,15 +95,20 @@ def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
     """Give every parameter and buffer memory of its own (read from the file, or a copy), except
     embedding tables: a forward reads a few of their rows, so they stay mapped and only the rows
     used become resident. Converted layers never read the mapping (`_swap_in_parallel`), so
-    the mapping costs the process the pages of those rows and nothing else."""
+    the mapping costs the process the pages of those rows and nothing else; their tensors are
+    left as they are (an int8 draft's saved layers are read into memory of their own by Int8Store;
+    copying them again cost most of a second of every start)."""
     if not len(files):
         return
-    embeddings = {id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)}
+    kept = {id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)}
+    for module in model.modules():           # converted layers: their tensors were never on the mapping
+        if isinstance(module, (PackedLinear, Int8Linear)):
+            kept |= {id(tensor) for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False))}
     for name, parameter in model.named_parameters():
-        if parameter.device.type == "cpu" and id(parameter) not in embeddings:
+        if parameter.device.type == "cpu" and id(parameter) not in kept:
             parameter.data = files.fresh(name, parameter.data)
     for name, buffer in model.named_buffers():
-        if buffer.device.type == "cpu":
+        if buffer.device.type == "cpu" and id(buffer) not in kept:
             buffer.data = files.fresh(name, buffer.data)
 
 

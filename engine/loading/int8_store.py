@@ -54,7 +54,9 @@ class Int8Store:
         if self.path is None or not self.path.is_file():
             return None
         try:
-            tensors = load_file(self.path)
+            # Read into memory of its own: tensors left on safetensors' mapping crashed the int8 kernel
+            # (tests/test_int8_store.py, second load), and the layers should not depend on the file staying.
+            tensors = load_file(self.path, backend="pread")
             with self.path.open("rb") as handle:          # the metadata, as safetensors wrote it
                 length = int.from_bytes(handle.read(8), "little")
                 metadata = json.loads(handle.read(length)).get("__metadata__", {})
