@@ -21,14 +21,14 @@ def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_p
     for temperature in (0.0, 0.7):
         assert rows[(REFERENCE_STOCK, temperature)]["speedup"] == 1.0
         assert rows[(REFERENCE_SAME_KERNELS, temperature)]["vs_same_kernels"] == 1.0
-        best = rows[(bench.BEST, temperature)]
+        best = rows[(bench.BEST.format(k=5), temperature)]
         assert best["speedup"] and best["vs_same_kernels"] and best["vs_assisted"]
         assert abs(best["speedup"] / best["vs_same_kernels"]
                    - rows[(REFERENCE_SAME_KERNELS, temperature)]["speedup"]) < 0.01 * best["speedup"] + 1e-3
     assert all(r["identical"] is True for r in results["rows"] if r["temperature"] == 0)   # lossless greedy, every row
     printed = capsys.readouterr().out
     assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
-    assert closing_note(results, bench.BEST) in printed
+    assert closing_note(results, bench.BEST.format(k=5)) in printed
     svg = figure.read_text()
     headline = [r for r in results["rows"] if r["headline"]]
     assert svg.count("<rect") == 1 + 2 + len(headline) and svg.count("<title>theory") == len(headline)
