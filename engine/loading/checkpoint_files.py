@@ -83,18 +83,37 @@ class CheckpointFiles:
         if (entry is None or mapped.device.type != "cpu" or entry.dtype != mapped.dtype
                 or entry.shape != tuple(mapped.shape) or mapped.numel() == 0):
             return None
-        buffer = torch.empty(entry.end - entry.start, dtype=torch.uint8)     # not zeroed: the read fills it
-        try:
-            with entry.path.open("rb") as handle:
-                handle.seek(entry.start)
-                if handle.readinto(buffer.numpy()) != buffer.numel():
-                    return None
-        except OSError:
-            return None
-        tensor = buffer.view(entry.dtype).reshape(entry.shape)
-        if tensor.dim() > 0 and not (torch.equal(tensor[0], mapped[0]) and torch.equal(tensor[-1], mapped[-1])):
+        tensor = _read_entry(entry)
+        if tensor is None or (tensor.dim() > 0 and not (torch.equal(tensor[0], mapped[0])
+                                                        and torch.equal(tensor[-1], mapped[-1]))):
             return None
         return tensor
+
+
+def read_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of one safetensors file, each read into memory of its own (aligned as torch
+    aligns its allocations, which its CPU kernels may rely on: a view into a mapped file is only
+    as aligned as the file's layout); empty when the header cannot be read or a read comes up short."""
+    tensors = {}
+    for name, entry in _read_header(Path(path)).items():
+        tensor = _read_entry(entry)
+        if tensor is None:
+            return {}
+        tensors[name] = tensor
+    return tensors
+
+
+def _read_entry(entry: _Entry) -> torch.Tensor | None:
+    """One tensor read from its file into a fresh buffer (not zeroed first: the read fills it)."""
+    buffer = torch.empty(entry.end - entry.start, dtype=torch.uint8)
+    try:
+        with entry.path.open("rb") as handle:
+            handle.seek(entry.start)
+            if handle.readinto(buffer.numpy()) != buffer.numel():
+                return None
+    except OSError:
+        return None
+    return buffer.view(entry.dtype).reshape(entry.shape)
 
 
 def _read_header(path: Path) -> dict[str, _Entry]:

@@ -11,7 +11,7 @@ layer, and in its metadata the key it was made for: the quantization format (`IN
 the torch version, the source files' fingerprint (`CheckpointFiles.fingerprint`: size,
 modification time and header hash of each file) and a CRC-32 of every saved tensor's bytes.
 `load` returns None, and the caller quantizes afresh and saves again, whenever anything
-disagrees: another key (stale), a file safetensors cannot parse or a checksum that fails
+disagrees: another key (stale), a file whose header cannot be parsed or a checksum that fails
 (corrupt), a layer missing or of another shape. A save writes a temporary file and renames
 it into place, so a reader never sees half a file.
 """
@@ -26,10 +26,9 @@ import zlib
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from engine.loading.checkpoint_files import CheckpointFiles
+from engine.loading.checkpoint_files import CheckpointFiles, read_tensors
 from engine.loading.kernel_modules import INT8_FORMAT
 
 STORE_FOLDER = "int8-v1"
@@ -53,14 +52,18 @@ class Int8Store:
         exactly `shapes` (module name -> (out, in)); else None."""
         if self.path is None or not self.path.is_file():
             return None
+        # Each tensor in memory of its own, aligned: views into the mapped file (safetensors' load_file)
+        # lie only 8-byte aligned, and the int8 kernel crashed on such a head (tests/test_int8_store.py).
+        tensors = read_tensors(self.path)                  # empty when the header cannot be read
+        if not tensors:
+            return None
         try:
-            # Read into memory of its own: tensors left on safetensors' mapping crashed the int8 kernel
-            # (tests/test_int8_store.py, second load), and the layers should not depend on the file staying.
-            tensors = load_file(self.path, backend="pread")
             with self.path.open("rb") as handle:          # the metadata, as safetensors wrote it
                 length = int.from_bytes(handle.read(8), "little")
                 metadata = json.loads(handle.read(length)).get("__metadata__", {})
-        except (OSError, ValueError, SafetensorError):
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(metadata, dict):
             return None
         if metadata.get(KEY_FIELD) != self.key or metadata.get(CHECKSUM_FIELD) != _checksum(tensors):
             return None
