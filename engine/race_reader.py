@@ -22,9 +22,9 @@ def read_race(text: str | bytes) -> Race:
 
 def race_from_dict(data: Any) -> Race:
     try:
-        return _race(FieldReader(data, ""))
-    except TraceFormatError as error:          # the shared field reader's error, said as the race's
-        raise RaceFormatError(str(error).replace("trace must be", "race must be", 1)) from None
+        return _race(FieldReader(data, "", document="race"))
+    except TraceFormatError as error:          # the shared field reader's error type, raised as the race's
+        raise RaceFormatError(str(error)) from None
 
 
 def _race(root: FieldReader) -> Race:

@@ -78,9 +78,10 @@ def show(value: Any) -> str:
 class FieldReader:
     """Typed field access with error messages that name the path of the bad field."""
 
-    def __init__(self, data: Any, where: str):
+    def __init__(self, data: Any, where: str, document: str = "trace"):
+        """`where`: the path of `data` in its document ("" at the root, which the messages call `document`)."""
         if not isinstance(data, dict):
-            raise TraceFormatError(f"{where or 'trace'} must be an object, got {type(data).__name__}")
+            raise TraceFormatError(f"{where or document} must be an object, got {type(data).__name__}")
         self.data, self.where = data, where
 
     def path(self, key: str) -> str:

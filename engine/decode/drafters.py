@@ -18,6 +18,15 @@ from engine.decode.sampling import SamplingParams, choose, to_probs
 from engine.records import CacheLengths
 
 
+def unfed(committed: list[int], kv: KVCache, prompt_len: int) -> tuple[list[int], list[int]]:
+    """What a draft's cache has not seen of the committed text: (pending, carryover). `pending`
+    is every committed token past the cache; `carryover` the generated ones among them (the
+    last draft token and the bonus, or the recovered token), drawn as the step's carryover."""
+    pending = committed[kv.num_committed:]
+    generated = len(committed) - prompt_len
+    return pending, (pending[-generated:] if generated > 0 else [])
+
+
 @dataclass
 class Proposal:
     token_ids: list[int]                  # d_1..d_k (k may be smaller than asked, even 0)
@@ -62,9 +71,8 @@ class ModelDrafter:
         if self._skip_last_draft:        # lab mode "no carryover": d_k is never fed
             self.kv.commit(1)
             self._skip_last_draft = False
-        pending = committed[self.kv.num_committed:]
+        pending, carryover = unfed(committed, self.kv, self.prompt_len)
         before = self.kv.length
-        carryover = pending[-(len(committed) - self.prompt_len):] if len(committed) > self.prompt_len else []
         if k == 0:
             return Proposal([], None, [], before, before, 0.0)
         token_ids: list[int] = []

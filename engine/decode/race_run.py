@@ -14,7 +14,6 @@ speculative step, so a server can step it on its compute thread and show progres
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Iterator
 
 from engine.config import SpecConfig
@@ -47,17 +46,15 @@ def run_race(pair, prompt: str, config: SpecConfig,
                           baseline.wall_s)
     yield RaceProgress("speculative")
     generation = engine.start(prompt, config)
-    ends, emitted, wall_s = [], [], 0.0
+    ends, emitted = [], []
     while not generation.is_done:
         if should_stop():
             return
-        started = time.perf_counter()                  # the clock runs only inside steps, not while paused here
         record = generation.step()
-        wall_s += time.perf_counter() - started
-        ends.append(wall_s)
+        ends.append(generation.elapsed_s)              # its clock runs only inside steps, not while paused here
         emitted.append([(token.id, token.kind) for token in record.emitted])
         yield RaceProgress("speculative", sum(len(tokens) for tokens in emitted))
     steps = tuple(RaceStep(t_s, tuple(LaneToken(token_id, pair.token_text(token_id), kind) for token_id, kind in tokens))
                   for t_s, tokens in zip(ends, emitted))
-    race = Race(prompt, config, slow, SpeculativeLane(steps, wall_s), warmup.max_new_tokens)
+    race = Race(prompt, config, slow, SpeculativeLane(steps, generation.elapsed_s), warmup.max_new_tokens)
     yield RaceProgress("done", len(race.speculative.token_ids), race)

@@ -11,8 +11,8 @@ from transformers import PreTrainedModel
 from engine.decode.pair import ModelPair
 from engine.kernel_names import STOCK
 from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.cpu_kernels import (kernel_of, packed_layer_count, prepack_linear_layers, quantize_int8,
-                                        release_mapped_weights)
+from engine.loading.cpu_kernels import (NO_FILES, kernel_of, packed_layer_count, prepack_linear_layers,
+                                        quantize_int8, release_mapped_weights)
 from engine.loading.gguf_cache import first_line
 from engine.loading.int8_store import Int8Store
 from engine.loading.kernel_probe import probe_prepacked
@@ -28,10 +28,9 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
     and the converted models keep no reference to the mapped files. An int8 draft's quantization is
     saved under `int8_root` (engine/loading/int8_store.py) and loaded from there on the next start.
     Records the kernels that run."""
-    target_files, draft_files = files.get("target"), files.get("draft")
+    target_files, draft_files = files.get("target", NO_FILES), files.get("draft", NO_FILES)
     if pair.draft is not None and draft_dtype == "int8":
         report(0.9, "quantizing the draft to int8")
-        draft_files = draft_files or CheckpointFiles(None)
         quantize_int8(pair.draft, draft_files, Int8Store(int8_root, draft_files) if int8_root is not None else None)
         pair.draft_dtype = "int8"
     if prepack and pair.device.type == "cpu":
@@ -43,18 +42,18 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
     pair.target_kernel, pair.draft_kernel = kernel_of(pair.target), kernel_of(pair.draft)
     for model, kernel, model_files in ((pair.target, pair.target_kernel, target_files),
                                        (pair.draft, pair.draft_kernel, draft_files)):
-        if model is not None and kernel != STOCK and model_files is not None:    # a plain model stays mapped
+        if model is not None and kernel != STOCK:    # a plain model stays mapped
             release_mapped_weights(model, model_files)
     return pair
 
 
-def _prepack(model: PreTrainedModel, files: CheckpointFiles | None, report: Progress) -> None:
+def _prepack(model: PreTrainedModel, files: CheckpointFiles, report: Progress) -> None:
     """Prepack one model, or say in the progress why it keeps the stock kernels."""
     reason = probe_prepacked(next(model.parameters()).dtype)
     if reason is not None:
         report(0.95, f"keeping the stock kernels: {reason}")
         return
     try:
-        prepack_linear_layers(model, files or CheckpointFiles(None))
+        prepack_linear_layers(model, files)
     except RuntimeError as error:       # an unusual oneDNN build: layers already swapped stay, the rest stay plain
         report(0.97, f"prepacking stopped ({first_line(error)}); the remaining layers use the stock kernels")

@@ -22,6 +22,7 @@ import time
 import torch
 from transformers import PreTrainedModel
 
+from engine.decode.drafters import unfed
 from engine.decode.kv import KVCache
 from engine.decode.sampling import SamplingParams, to_probs
 from engine.decode.tree.mask import level_mask
@@ -73,9 +74,8 @@ class TreeDrafter:
     def propose(self, committed: list[int], depth: int, budget: int) -> DraftTree:
         """A tree of at most `budget` nodes and `depth` levels after `committed`."""
         started = time.perf_counter()
-        pending = committed[self.kv.num_committed:]
+        pending, carryover = unfed(committed, self.kv, self.prompt_len)
         before = self.kv.length
-        carryover = pending[-(len(committed) - self.prompt_len):] if len(committed) > self.prompt_len else []
         self._fed_from = before
         if depth == 0 or budget == 0:
             return empty_tree(carryover, before)
