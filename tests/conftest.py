@@ -1,14 +1,20 @@
-"""Shared pytest setup: offline by default, and in CI a skipped test is a failure."""
+"""Shared pytest setup: offline by default, in CI a skipped test is a failure, and the fixtures the
+browser tests share (Debian's chromium, the real tiny-random app)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
 
 _skipped: list[str] = []
 
@@ -28,3 +34,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int) -> None:
     if os.environ.get("CI") == "true" and _skipped:
         terminalreporter.write_line(f"CI=true: {len(_skipped)} skipped test(s) count as failures: "
                                     + ", ".join(_skipped[:5]), red=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium through Playwright, launched once per test module."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_app():
+    """The real app with the real engine on the tiny-random pair (built in code); yields its URL."""
+    from app import EngineRunner
+    from ui_server import serve
+    demo, url = serve(EngineRunner(device="cpu"))
+    yield url
+    demo.close()

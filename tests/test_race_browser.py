@@ -13,7 +13,6 @@ import json
 
 import pytest
 
-import test_ui_browser as shared
 from fakes import FakeRunner
 from race_factory import make_race
 from test_ui_browser import ARTIFACTS, WAIT_MS
@@ -27,7 +26,6 @@ SHOWN_JS = """(lane) => Number(document.querySelector(`#sv-race-view .sv-lane[da
 RECORDED = make_race((3, 3, 1, 3, 0, 2, 3, 3), k=3, token_s=0.2, step_s=0.3)
 
 
-browser = shared.browser          # the same fixture: Debian's chromium, launched once per module
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,6 @@ from ui_server import serve
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 WAIT_MS = 180_000        # how long a wait may take before it counts as hung (a limit, not a speed claim)
 SPAN_JS = """() => {
@@ -42,25 +39,6 @@ CELLS_JS = """(category) => {
     if (!plot || !plot.data) return -1;
     return plot.data.filter(t => t.meta === category).reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def tiny_app():
-    from app import EngineRunner                      # the real engine, tiny-random pair (built in code)
-    demo, url = serve(EngineRunner(device="cpu"))
-    yield url
-    demo.close()
 
 
 RECORDED = (4, 2, 0, 4, 3, 1, 4, 2) * 3          # the slow app's recorded trace: 24 steps

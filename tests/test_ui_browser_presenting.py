@@ -17,7 +17,7 @@ import pytest
 
 from fakes import FakeRunner
 from sweep_factory import make_sweep
-from test_ui_browser import ARTIFACTS, WAIT_MS, browser  # noqa: F401  (browser: the shared chromium fixture)
+from test_ui_browser import ARTIFACTS, WAIT_MS
 from ui_server import serve
 
 pytestmark = pytest.mark.browser

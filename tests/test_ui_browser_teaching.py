@@ -12,7 +12,7 @@ import pytest
 
 from fakes import FakeRunner
 from specviz.assets import DEMO_TRACE, SAMPLED_TRACE, load_demo_trace
-from test_ui_browser import ARTIFACTS, CELLS_JS, browser, open_page  # noqa: F401  (the browser fixture)
+from test_ui_browser import ARTIFACTS, CELLS_JS, open_page
 from ui_server import serve
 
 pytestmark = pytest.mark.browser

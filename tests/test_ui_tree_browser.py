@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-import test_ui_browser as shared
 from test_ui_browser import ARTIFACTS, CELLS_JS, choose_preset, open_page, wait_status
 from ui_server import serve
 
@@ -30,7 +29,6 @@ TREE_CELLS_JS = """() => {
         .reduce((n, t) => n + t.x.filter(x => x !== null).length, 0);
 }"""
 TREE_NODES, BRANCH = 8, 2
-browser, tiny_app = shared.browser, shared.tiny_app          # the same fixtures: chromium, the real tiny-random server
 GATE_S = 180             # how long a gated step may wait for the test before it counts as hung (a limit, not a speed)
 
 

@@ -10,7 +10,7 @@ from fakes import FakeRunner
 from specviz.assets import load_lab_traces, load_tree_sweep
 from specviz.figures.tree_budget import budget_verdicts
 from specviz.lab.views import KEYS
-from test_ui_browser import ARTIFACTS, browser, open_page, wait_text, wait_true  # noqa: F401 (browser: a fixture)
+from test_ui_browser import ARTIFACTS, open_page, wait_text, wait_true
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
