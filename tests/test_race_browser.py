@@ -15,7 +15,7 @@ import pytest
 
 from fakes import FakeRunner
 from race_factory import make_race
-from test_ui_browser import ARTIFACTS, WAIT_MS
+from test_ui_browser import ARTIFACTS, load_page
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
@@ -36,9 +36,7 @@ def race_app():
 
 
 def open_race_tab(browser, url, width=1440, height=900):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.set_default_timeout(WAIT_MS)
-    page.goto(url, wait_until="domcontentloaded")
+    page = load_page(browser, url, width, height)
     page.click("#sv-tab-race-button, button[role=tab]:has-text('Race')")
     page.wait_for_selector(ROOT)
     return page

@@ -66,10 +66,17 @@ def slow_app(monkeypatch):
     demo.close()
 
 
-def open_page(browser, url, width=1440, height=900):
+def load_page(browser, url, width=1440, height=900):
+    """A new page at `url`, its document loaded (not yet drawn); every wait limited to WAIT_MS."""
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_MS)
     page.goto(url, wait_until="domcontentloaded")
+    return page
+
+
+def open_page(browser, url, width=1440, height=900):
+    """The app's Run tab with its timeline drawn."""
+    page = load_page(browser, url, width, height)
     page.wait_for_selector("#sv-timeline .js-plotly-plot")
     return page
 
