@@ -103,6 +103,18 @@ def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def run_points(points: Sequence[tuple[float, Any, float]], color: str, widest: float) -> dict[str, Any]:
+    """What a sweep figure's "one run" points share: each (x, run, value) drawn as a small hollow
+    point in `color`, nudged sideways by the run's (prompt, seed) so that runs at one x stand apart
+    (each step of the nudge at most `widest`). The caller adds meta, legend, hover and axes."""
+    labels = sorted({(run.prompt_index, run.seed) for _, run, _ in points})
+    nudge = {label: (i - (len(labels) - 1) / 2) * min(widest, 0.5 / len(labels)) for i, label in enumerate(labels)}
+    return {"type": "scatter", "mode": "markers", "name": "one run (prompt, seed)",
+            "x": [x + nudge[(run.prompt_index, run.seed)] for x, run, _ in points],
+            "y": [value for *_, value in points],
+            "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}}}
+
+
 def empty_figure(title: str, message: str, style: FigureStyle = FigureStyle()) -> go.Figure:
     """A figure with no data and a centred note, e.g. before the first run."""
     return make_figure([], title, "", style, height=220, margin={"b": 20},

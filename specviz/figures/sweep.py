@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.sweep_format import SweepCell
 from engine.sweep_reader import SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure
+from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
 from specviz.style import COLORS, SERIES, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
@@ -153,14 +153,9 @@ def _spread(table: SweepTable, cells: list[SweepCell], metric: str, color: str,
     values = [(k, run, value) for k, run, value in values if value is not None]
     if not values:
         return []
-    labels = sorted({(run.prompt_index, run.seed) for _, run, _ in values})
-    nudge = {label: (i - (len(labels) - 1) / 2) * min(0.08, 0.5 / len(labels)) for i, label in enumerate(labels)}
     unit = "tokens per step" if metric == "length" else "× target-only"
-    return [{"type": "scatter", "mode": "markers", "meta": f"runs.{metric}", "name": "one run (prompt, seed)",
-             "x": [k + nudge[(run.prompt_index, run.seed)] for k, run, _ in values],
-             "y": [value for *_, value in values], "showlegend": metric == "length",
+    return [{**run_points(values, color, widest=0.08), "meta": f"runs.{metric}", "showlegend": metric == "length",
              "customdata": [[k, run.prompt_index + 1, run.seed] for k, run, _ in values],
-             "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}},
              "hovertemplate": f"k = %{{customdata[0]}}, prompt %{{customdata[1]}}, seed %{{customdata[2]}}: "
                               f"%{{y:.2f}} {unit}<extra></extra>", **axes}]
 

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from engine.sweep_format import SweepCell
 from engine.sweep_reader import RunPoint, SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure
+from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
 from specviz.style import COLORS, SERIES, FigureStyle
 
 TITLE = "Trees vs chain"
@@ -123,14 +123,10 @@ def _spread(table: SweepTable, cells: list[SweepCell], one: Callable[[RunPoint],
     points = [(budget, run, value) for budget, run, value in points if value is not None]
     if not points:
         return []
-    labels = sorted({(run.prompt_index, run.seed) for _, run, _ in points})
-    nudge = {label: (i - (len(labels) - 1) / 2) * min(0.1, 0.5 / len(labels)) for i, label in enumerate(labels)}
-    return [{"type": "scatter", "mode": "markers", "meta": f"runs.{meta}.T={temperature:g}",
-             "name": "one run (prompt, seed)", "showlegend": legend, "legendgroup": "runs",
-             "x": [position[budget] + nudge[(run.prompt_index, run.seed)] for budget, run, _ in points],
-             "y": [value for *_, value in points],
+    placed = [(position[budget], run, value) for budget, run, value in points]
+    return [{**run_points(placed, color, widest=0.1), "meta": f"runs.{meta}.T={temperature:g}",
+             "showlegend": legend, "legendgroup": "runs",
              "customdata": [[budget_label(budget, k), run.prompt_index + 1, run.seed] for budget, run, _ in points],
-             "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}},
              "hovertemplate": f"T = {temperature:g}, %{{customdata[0]}}, prompt %{{customdata[1]}}, seed "
                               f"%{{customdata[2]}}: " + words.replace("{:.2f}", "%{y:.2f}") + "<extra></extra>",
              **axes}]

@@ -19,7 +19,7 @@ from specviz.controls import checked_prompt, choose_models
 from specviz.lab.views import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab, render_step
 from specviz.policy import Policy
 from specviz.recording import record_run
-from specviz.run.step_detail import find_step
+from specviz.run.step_detail import step_after
 from specviz.run.views import shown_tree
 from specviz.runner import RunRequest, Runner
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
@@ -67,9 +67,7 @@ class LabHandlers(Stoppable):
         trace = lab.traces.get(choice(key).key) if lab else None
         if trace is None or not trace.steps:
             return (gr.update(), *self.select_step(lab, key, index, large, width))
-        indices = [step.index for step in trace.steps]
-        current = find_step(trace, _step(index)).index
-        target = indices[min(max(indices.index(current) + delta, 0), len(indices) - 1)]
+        target = step_after(trace, _step(index), delta)
         return (target, *self.select_step(lab, key, target, large, width))
 
     def run(self, lab: LabSet | None, key: str, large: bool, width: float | None, preset: str, draft: str,

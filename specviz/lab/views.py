@@ -24,6 +24,7 @@ from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.lab.story import acceptance_note, step_caches_html
 from specviz.lab.tree_stage import chain_timeline, is_tree_stage, tree_comparison_html
+from specviz.run.output_view import TOKENS_PER_STEP_TIP, metric_card
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.run.views import Scrubber, scrubber_for, shown_tree
 from specviz.style import FigureStyle
@@ -189,10 +190,6 @@ def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureSt
                      tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None, chain)
 
 
-TOKENS_PER_STEP_TIP = ("accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps: "
-                      "the tokens one target forward emits. vLLM's 'mean acceptance length' counts the same way.")
-
-
 def verdict_html(key: str, trace: Trace, reference: Trace | None, diff: Difference | None, lab: LabSet) -> str:
     """Cards (acceptance and tokens per step vs the correct engine, each cache's stale and missing
     positions at the end), why the acceptance is what it is, and the output verdict."""
@@ -203,19 +200,19 @@ def verdict_html(key: str, trace: Trace, reference: Trace | None, diff: Differen
     correct = reference.summary if reference is not None else None
     target, draft = cache_positions(trace)[-1]
     cards = [
-        _card("acceptance rate", percent(summary.acceptance_rate),
-              f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else "",
-              "accepted drafts / drafts checked"),
-        _card("tokens per step",
-              "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
-              f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
-              else "", TOKENS_PER_STEP_TIP),
-        _card("target cache at the end", _positions(target), "stale · missing positions",
-              "stale: kept positions holding no committed text; missing: committed tokens never fed"),
+        metric_card("acceptance rate", percent(summary.acceptance_rate),
+                    f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else "",
+                    "accepted drafts / drafts checked"),
+        metric_card("tokens per step",
+                    "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+                    f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
+                    else "", TOKENS_PER_STEP_TIP),
+        metric_card("target cache at the end", _positions(target), "stale · missing positions",
+                    "stale: kept positions holding no committed text; missing: committed tokens never fed"),
     ]
     if draft is not None:
-        cards.append(_card("draft cache at the end", _positions(draft), "stale · missing positions",
-                           "stale: kept positions holding no committed text; missing: committed tokens never fed"))
+        cards.append(metric_card("draft cache at the end", _positions(draft), "stale · missing positions",
+                                 "stale: kept positions holding no committed text; missing: committed tokens never fed"))
     why = acceptance_note(key, trace, lab.traces, reference)
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
             f"<div class='sv-note sv-lab-why'>{escape(why)}</div>"
@@ -252,7 +249,3 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
 def _token_texts(trace: Trace) -> list[str]:
     return [token.text for step in trace.steps for token in step.emitted]
 
-
-def _card(label: str, value: str, note: str, tip: str = "") -> str:
-    return (f"<div class='sv-card' title='{escape(tip)}'><div class='sv-card-label'>{escape(label)}</div>"
-            f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")

@@ -29,7 +29,7 @@ from specviz.model_picker import picker_changed
 from specviz.policy import Policy
 from specviz.run.export import export_files, prune_exports
 from specviz.run.output_view import output_html
-from specviz.run.step_detail import find_step, step_detail_html
+from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import Views, render, shown_tree
 from specviz.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
@@ -171,9 +171,7 @@ class Handlers(Stoppable):
               width: float | None) -> tuple[Any, ...]:
         if trace is None or not trace.steps:
             return gr.update(), *self.select_step(trace, None, large, width)
-        current = find_step(trace, None if index is None else int(round(index)))
-        position = trace.steps.index(current) + delta
-        target = trace.steps[min(max(position, 0), len(trace.steps) - 1)].index
+        target = step_after(trace, None if index is None else int(round(index)), delta)
         return gr.update(value=target), *self.select_step(trace, target, large, width)
 
     # --- display --------------------------------------------------------------------------

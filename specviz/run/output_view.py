@@ -12,8 +12,8 @@ from specviz.style import LABELS
 from specviz.tokens import percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
-TOKENS_PER_STEP_TIP = ("Tokens per step = accepted drafts + 1 (the recovered or bonus token), averaged over steps; "
-                       "vLLM calls this the mean acceptance length. Each step is one target forward.")
+TOKENS_PER_STEP_TIP = ("Tokens per step = accepted drafts + 1 (the recovered or bonus token the target adds), averaged "
+                       "over steps: the tokens one target forward emits. vLLM calls this the mean acceptance length.")
 
 
 def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
@@ -46,32 +46,33 @@ def metrics_html(trace: Trace | None) -> str:
     model = (f"; with a = {alpha:.2f}, the chance a checked draft is accepted, the i.i.d. model predicts "
              f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
     cards = [
-        _card("acceptance rate", percent(summary.acceptance_rate),
-              f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
-              + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
-        _card("tokens per step",
-              "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
-              f"tokens emitted per step (one target forward each): accepted drafts + 1 recovered or bonus "
-              f"token, so up to k + 1 = {max_k + 1}{model}", TOKENS_PER_STEP_TIP),
-        _card("target forwards", f"{summary.target_forwards}",
-              f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
-        _card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
-              f"{summary.wall_s:.2f} s wall time"),
+        metric_card("acceptance rate", percent(summary.acceptance_rate),
+                    f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
+                    + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
+        metric_card("tokens per step",
+                    "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+                    f"tokens emitted per step (one target forward each): accepted drafts + 1 recovered or bonus "
+                    f"token, so up to k + 1 = {max_k + 1}{model}", TOKENS_PER_STEP_TIP),
+        metric_card("target forwards", f"{summary.target_forwards}",
+                    f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
+        metric_card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
+                    f"{summary.wall_s:.2f} s wall time"),
     ]
     if summary.estimated_alpha is not None and summary.cost_ratio is not None:
         predicted = expected_speedup(summary.estimated_alpha, max_k, summary.cost_ratio)
-        cards.append(_card("predicted speedup", f"{predicted:.2f}×",
-                           f"Leviathan et al.: α = Σₓ min(p(x), q(x)) = {summary.estimated_alpha:.2f}, the overlap of "
-                           f"the draft's and target's distributions (the chance a draft is accepted), "
-                           f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
+        cards.append(metric_card("predicted speedup", f"{predicted:.2f}×",
+                                 f"Leviathan et al.: α = Σₓ min(p(x), q(x)) = {summary.estimated_alpha:.2f}, the overlap of "
+                                 f"the draft's and target's distributions (the chance a draft is accepted), "
+                                 f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
     if summary.baseline is not None:
-        cards.append(_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
-                           f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
+        cards.append(metric_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
+                                 f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
             f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
 
 
-def _card(label: str, value: str, note: str, tip: str = "") -> str:
+def metric_card(label: str, value: str, note: str, tip: str = "") -> str:
+    """One figure of a run as a card: label, value, a note under it, and a tooltip (`tip`)."""
     title = f" title='{escape(tip)}'" if tip else ""
     return (f"<div class='sv-card'{title}><div class='sv-card-label'>{escape(label)}</div>"
             f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")

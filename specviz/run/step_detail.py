@@ -48,6 +48,13 @@ def find_step(trace: Trace, step_index: int | None) -> StepRecord:
     return min(trace.steps, key=lambda step: (abs(step.index - step_index), step.index))
 
 
+def step_after(trace: Trace, step_index: int | None, delta: int) -> int:
+    """The index of the step `delta` steps after the one `find_step` picks for `step_index` (Prev and
+    Next), held within the trace's first and last steps."""
+    position = trace.steps.index(find_step(trace, step_index)) + delta
+    return trace.steps[min(max(position, 0), len(trace.steps) - 1)].index
+
+
 def _header(trace: Trace, step: StepRecord) -> str:
     last = trace.steps[-1].index
     prompt = len(trace.prompt.token_ids)
