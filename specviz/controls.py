@@ -40,10 +40,10 @@ class Controls(ComponentFields):
         with one readable sentence on bad input, or when `policy` (this server's limits) refuses it."""
         prompt = checked_prompt(_text(self.prompt, "the prompt"))
         k, max_new_tokens = _whole(self.k, "k"), _whole(self.max_new_tokens, "max new tokens")
-        temperature = _real(self.temperature, "temperature")
-        policy.check_ranges(k, max_new_tokens, temperature)          # the page's ranges, named in the message
+        temperature, tree_nodes = _real(self.temperature, "temperature"), _whole(self.tree_nodes, "tree nodes")
+        policy.check_ranges(k, max_new_tokens, temperature, tree_nodes)    # the page's ranges, named in the message
         config = SpecConfig(
-            k=k, adaptive_k=_flag(self.adaptive_k, "adaptive k"), tree_nodes=_whole(self.tree_nodes, "tree nodes"),
+            k=k, adaptive_k=_flag(self.adaptive_k, "adaptive k"), tree_nodes=tree_nodes,
             tree_branch=_whole(self.tree_branch, "tree branch"), temperature=temperature,
             top_p=_real(self.top_p, "top-p"), top_k=_whole(self.top_k, "top-k"), max_new_tokens=max_new_tokens,
             seed=_whole(self.seed, "seed"), drafter=_text(self.drafter, "the drafter"))

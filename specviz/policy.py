@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.config import NGRAM_DRAFTER, ConfigError, SpecConfig
+from engine.config import MAX_TREE_NODES, NGRAM_DRAFTER, ConfigError, SpecConfig
 from engine.presets import PRESETS, TINY_RANDOM, looks_like_path
 from specviz.runner import ModelChoice, RunRequest
 from specviz.space import on_space
@@ -51,13 +51,14 @@ class Policy:
     max_k: int = 16                      # draft tokens per step
     max_new_tokens: int = 512
     max_temperature: float = 2.0
+    max_tree_nodes: int = MAX_TREE_NODES  # a token tree's node budget (0: a chain)
     hosted: bool = False                 # public: presets' models only, no local paths
     allowed_models: frozenset[str] = frozenset()   # custom model references accepted when hosted
 
     @classmethod
     def hosted_default(cls) -> "Policy":
         """The policy of a public server: short runs of the presets' models."""
-        return cls(max_k=8, max_new_tokens=128, hosted=True, allowed_models=preset_models())
+        return cls(max_k=8, max_new_tokens=128, max_tree_nodes=16, hosted=True, allowed_models=preset_models())
 
     def check(self, request: RunRequest) -> None:
         """Raise ConfigError (one sentence) when this server does not run `request`."""
@@ -65,9 +66,9 @@ class Policy:
         self.check_models(request.models)
 
     def check_config(self, config: SpecConfig) -> None:
-        self.check_ranges(config.k, config.max_new_tokens, config.temperature)
+        self.check_ranges(config.k, config.max_new_tokens, config.temperature, config.tree_nodes)
 
-    def check_ranges(self, k: int, max_new_tokens: int, temperature: float) -> None:
+    def check_ranges(self, k: int, max_new_tokens: int, temperature: float, tree_nodes: int = 0) -> None:
         """The controls this server bounds, each in its range (ConfigError naming the range otherwise)."""
         if not 1 <= k <= self.max_k:
             raise ConfigError(f"k must be a whole number from 1 to {self.max_k}{self._here}, got {k}")
@@ -76,6 +77,9 @@ class Policy:
                               f"got {max_new_tokens}")
         if not 0.0 <= temperature <= self.max_temperature:
             raise ConfigError(f"temperature must be between 0 and {self.max_temperature:g}, got {temperature:g}")
+        if not 0 <= tree_nodes <= self.max_tree_nodes:
+            raise ConfigError(f"tree nodes must be a whole number from 0 (a chain) to {self.max_tree_nodes}"
+                              f"{self._here}, got {tree_nodes}")
 
     def check_models(self, models: ModelChoice) -> None:
         if not self.hosted:
@@ -101,8 +105,8 @@ class Policy:
             return ""
         hub = sorted(m for m in self.allowed_models if ":" not in m and not m.startswith(TINY_RANDOM + "/"))
         return (f"**Hosted mode**: this public server runs the presets' models only ({', '.join(hub)} and the "
-                f"embedded ones; no local paths), with k up to {self.max_k} and up to {self.max_new_tokens} "
-                "new tokens per run.")
+                f"embedded ones; no local paths), with k up to {self.max_k}, up to {self.max_new_tokens} "
+                f"new tokens per run and token trees of up to {self.max_tree_nodes} nodes.")
 
     @property
     def _here(self) -> str:

@@ -15,6 +15,7 @@ from engine.presets import PRESETS, looks_like_path
 from fakes import FakeRunner
 from specviz.run.handlers import Handlers
 from specviz.layout import build_demo
+from specviz.controls import Controls
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
 from specviz.space import SPACE_ENV, use_persistent_storage
@@ -91,6 +92,18 @@ def test_hosted_mode_caps_k_and_new_tokens():
         HOSTED.check(request(k=9))
     with pytest.raises(ConfigError, match="max new tokens must be a whole number from 1 to 128 on this hosted server"):
         HOSTED.check(request(max_new_tokens=129))
+
+
+def test_hosted_mode_caps_a_token_tree_at_16_nodes_and_a_classroom_server_at_the_engine_limit():
+    HOSTED.check(request(k=5, tree_nodes=16, tree_branch=3))
+    with pytest.raises(ConfigError, match=r"tree nodes must be a whole number from 0 \(a chain\) to 16 on this hosted "
+                                          "server, got 17"):
+        HOSTED.check(request(k=5, tree_nodes=17, tree_branch=3))
+    with pytest.raises(ConfigError, match="to 16 on this hosted server, got 64"):     # the page's controls say the same
+        Controls(preset="tiny-random", draft="", target="", drafter="model", prompt="def f():", k=5, adaptive_k=False,
+                 tree_nodes=64, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0, max_new_tokens=16, seed=0,
+                 draft_dtype="float32", target_dtype="float32", with_baseline=False).to_request(HOSTED)
+    Policy().check(request(k=5, tree_nodes=64, tree_branch=3))
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "./models/qwen", "~/models/qwen", "../qwen", "qwen.GGUF",

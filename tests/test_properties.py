@@ -208,5 +208,5 @@ def test_controls_turn_any_values_into_a_request_or_one_config_error(values, pol
         return
     config = request.config
     assert 1 <= config.k <= policy.max_k and 1 <= config.max_new_tokens <= policy.max_new_tokens
-    assert 0 <= config.tree_nodes <= 64 and 1 <= config.tree_branch <= 8
+    assert 0 <= config.tree_nodes <= policy.max_tree_nodes <= 64 and 1 <= config.tree_branch <= 8
     assert 0.0 <= config.temperature <= policy.max_temperature and request.prompt.strip() == request.prompt != ""

@@ -9,7 +9,7 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import (DRAFT_DTYPES, DTYPES, MAX_TREE_BRANCH, MAX_TREE_NODES, MODEL_DRAFTER, NGRAM_DRAFTER,
+from engine.config import (DRAFT_DTYPES, DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_DRAFTER,
                            SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
@@ -113,7 +113,8 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
                            elem_id="sv-k", min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
     with gr.Row(elem_id="sv-tree-row"):
-        c["tree_nodes"] = gr.Slider(0, MAX_TREE_NODES, value=start.tree_nodes, step=1, elem_id="sv-tree-nodes",
+        c["tree_nodes"] = gr.Slider(0, policy.max_tree_nodes, value=min(start.tree_nodes, policy.max_tree_nodes),
+                                    step=1, elem_id="sv-tree-nodes",
                                     label="tree nodes (0 = a chain)", min_width=220,
                                     info="above 0: up to this many candidates, k deep, checked in one target forward")
         c["tree_branch"] = gr.Slider(1, MAX_TREE_BRANCH, value=start.tree_branch, step=1, label="branch",
