@@ -163,9 +163,7 @@ def _parse_cell(item: Any, where: str) -> SweepCell:
                 raise SweepFormatError(f"{where}.{name}: expected a list")
             values[name] = tuple(_number(v, f"{where}.{name}[{i}]", optional=True) for i, v in enumerate(value))
         elif name in ("k", "runs"):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SweepFormatError(f"{where}.{name}: expected a whole number >= 1, got {value!r}")
-            values[name] = value
+            values[name] = _whole(value, f"{where}.{name}", least=1)
         else:
             values[name] = _number(value, f"{where}.{name}", optional=name in OPTIONAL)
     if values["temperature"] < 0:
@@ -179,11 +177,7 @@ def _parse_run(item: Any, where: str) -> RunPoint:
         raise SweepFormatError(f"{where}: expected an object")
     whole = {"tree_nodes": _tree_nodes(item, where)}
     for name in ("k", "prompt_index", "seed"):
-        value = item.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "k" else 0):
-            raise SweepFormatError(f"{where}.{name}: expected a whole number >= {1 if name == 'k' else 0}, "
-                                   f"got {value!r}")
-        whole[name] = value
+        whole[name] = _whole(item.get(name), f"{where}.{name}", least=1 if name == "k" else 0)
     if "temperature" not in item:
         raise SweepFormatError(f"{where}.temperature: missing")
     rates = {name: _number(item.get(name), f"{where}.{name}", optional=True)
@@ -199,9 +193,13 @@ def _parse_run(item: Any, where: str) -> RunPoint:
 
 def _tree_nodes(item: dict[str, Any], where: str) -> int:
     """The node budget of a cell or run: 0 (a chain) where absent, as in sweeps from before token trees."""
-    value = item.get("tree_nodes", 0)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise SweepFormatError(f"{where}.tree_nodes: expected a whole number >= 0, got {value!r}")
+    return _whole(item.get("tree_nodes", 0), f"{where}.tree_nodes", least=0)
+
+
+def _whole(value: Any, where: str, least: int) -> int:
+    """A whole number (not a bool) of at least `least`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise SweepFormatError(f"{where}: expected a whole number >= {least}, got {value!r}")
     return value
 
 

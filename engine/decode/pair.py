@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.decode.adaptive import DrafterCosts
+from engine.kernel_names import ONEDNN_PREPACKED
 
 if TYPE_CHECKING:
     import torch
@@ -35,12 +36,16 @@ class ModelPair:
     draft_dtype: str                      # the same, or "int8" (quantized draft); "" when draft is None
     preset: str | None                    # preset name, None for custom pairs
     default_drafter: str                  # one of engine.config.DRAFTERS
-    prepacked: bool = False               # the target's linear layers hold oneDNN-prepacked weights (CPU)
     target_kernel: str = "stock"          # engine/kernel_names.py: what runs the target's linear layers
     draft_kernel: str = ""                # the same for the draft model; "" when draft is None
     shared_token_ids: int | None = None   # ids both tokenizers define, when their lengths differ (else None)
     step_costs: DrafterCosts = field(default_factory=DrafterCosts, compare=False)   # adaptive k's, per drafter
     _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def prepacked(self) -> bool:
+        """The target's linear layers run on oneDNN-prepacked weights (the CPU's fast verify kernel)."""
+        return self.target_kernel == ONEDNN_PREPACKED
 
     @property
     def vocab_size(self) -> int:

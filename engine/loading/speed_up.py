@@ -11,7 +11,7 @@ from transformers import PreTrainedModel
 from engine.decode.pair import ModelPair
 from engine.kernel_names import STOCK
 from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.cpu_kernels import (NO_FILES, kernel_of, packed_layer_count, prepack_linear_layers,
+from engine.loading.cpu_kernels import (NO_FILES, kernel_of, prepack_linear_layers,
                                         quantize_int8, release_mapped_weights)
 from engine.loading.gguf_cache import first_line
 from engine.loading.int8_store import Int8Store
@@ -38,7 +38,6 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
         _prepack(pair.target, target_files, report)
         if pair.draft is not None and draft_dtype == "bfloat16":
             _prepack(pair.draft, draft_files, report)
-        pair.prepacked = packed_layer_count(pair.target) > 0
     pair.target_kernel, pair.draft_kernel = kernel_of(pair.target), kernel_of(pair.draft)
     for model, kernel, model_files in ((pair.target, pair.target_kernel, target_files),
                                        (pair.draft, pair.draft_kernel, draft_files)):
