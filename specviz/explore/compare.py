@@ -98,9 +98,8 @@ def side_timelines(comparison: Comparison | None, style: FigureStyle = FigureSty
         if trace is None or not trace.steps:
             figures[side] = empty_figure(f"{TIMELINE_TITLE} {side}", "Press Run A and B.", style)
             continue
-        figure = timeline_figure(trace, selected_step=None, style=style)
-        figure.layout.title.text = f"<b>{side}: {escape(comparison.sides[side].label)}</b>"
-        figures[side] = figure
+        figures[side] = timeline_figure(trace, selected_step=None, style=style,
+                                        title=f"{side}: {escape(comparison.sides[side].label)}")
     return figures
 
 

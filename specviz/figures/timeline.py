@@ -51,12 +51,13 @@ class _Cells:
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
-                    style: FigureStyle = FigureStyle(), divergence: int | None = None) -> go.Figure:
+                    style: FigureStyle = FigureStyle(), divergence: int | None = None, title: str = TITLE) -> go.Figure:
     """Timeline of `trace`; `selected_step` (a step index) is outlined and scrolled into view;
     `follow_end` shows the newest steps instead (while streaming); `divergence` (a step index)
-    gets a red line where the output first leaves target-only decoding (lab mode)."""
+    gets a red line where the output first leaves target-only decoding (lab mode); `title` names
+    the run where a tab shows several timelines (wrapped like every title, so keep user text escaped)."""
     if trace is None or not trace.steps:
-        return empty_figure(TITLE, "No steps yet: press Run.", style)
+        return empty_figure(title, "No steps yet: press Run.", style)
     max_k = max(step.k for step in trace.steps)
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
     for position, step in enumerate(trace.steps):
@@ -70,7 +71,7 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     ticks = ({"tickmode": "array", "tickvals": indices, "ticktext": [_tree_tick(step) for step in trace.steps]}
              if tree else {"tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5})
     return make_figure(
-        bars, TITLE, TREE_SUBTITLE if tree else SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
+        bars, title, TREE_SUBTITLE if tree else SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
         barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step) + divergence_line(divergence),
         annotations=divergence_label(divergence, style), **({} if divergence is None else {"margin": {"t": 130}}),
         yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],

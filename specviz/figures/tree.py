@@ -50,8 +50,9 @@ class _Cells:
 
 
 def is_tree_trace(trace: Trace | None) -> bool:
-    """True for a tree run's trace (its config asks for a tree, or a step drafted one)."""
-    return trace is not None and (trace.config.is_tree or any(step.tree is not None for step in trace.steps))
+    """True for a tree run's trace. Its config says so: every step of a tree run records its tree and
+    no step of a chain run does (the trace reader refuses anything else, engine/trace_tree.py)."""
+    return trace is not None and trace.config.is_tree
 
 
 def tree_figure(trace: Trace | None, selected_step: int | None = None, style: FigureStyle = FigureStyle()) -> go.Figure:

@@ -118,8 +118,8 @@ def chain_timeline(chain: Trace | None, tree: go.Figure, style: FigureStyle = Fi
     over step i of the other."""
     if chain is None or not chain.steps:
         return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style)
-    figure = timeline_figure(chain, selected_step=None, style=style)
-    figure.layout.title.text = f"<b>{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}</b>"
+    figure = timeline_figure(chain, selected_step=None, style=style,
+                             title=f"{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}")
     if tree.layout.xaxis.range and figure.layout.xaxis.range:
         shared = [min(figure.layout.xaxis.range[0], tree.layout.xaxis.range[0]),
                   max(figure.layout.xaxis.range[1], tree.layout.xaxis.range[1])]

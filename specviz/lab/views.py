@@ -20,7 +20,7 @@ from engine.config import SpecConfig
 from engine.lab import LAB_STAGES, TREE_STAGE, cache_positions, first_divergence
 from engine.trace import Trace
 from specviz.figures.lab import drift_figure
-from specviz.figures.timeline import timeline_figure
+from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.lab.story import acceptance_note, step_caches_html
 from specviz.lab.tree_stage import chain_timeline, is_tree_stage, tree_comparison_html
@@ -181,11 +181,10 @@ def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureSt
     divergence = diff.step if diff else None
     last_step = max(t.steps[-1].index for t in lab.traces.values() if t.steps)
     detail = step_detail_html(trace, step) + step_caches_html(trace, step)
-    timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence)
-    chain = None
-    if is_tree_stage(key):
-        timeline.layout.title.text = f"<b>Tree (stage T): up to {trace.config.tree_nodes} nodes a step</b>"
-        chain = chain_timeline(reference, timeline, style)
+    tree_stage = is_tree_stage(key)
+    title = f"Tree (stage T): up to {trace.config.tree_nodes} nodes a step" if tree_stage else TIMELINE_TITLE
+    timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence, title=title)
+    chain = chain_timeline(reference, timeline, style) if tree_stage else None
     return StepViews(timeline, detail, drift_figure(trace, divergence, style=style, selected=step, last_step=last_step),
                      tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None, chain)
 
