@@ -94,8 +94,7 @@ class TreeHandlers:
         return render_trees(table, "the uploaded sweep", FigureStyle.for_screen(large, width)).outputs()
 
     def restyle(self, table: SweepTable | None, about: str, large: bool, width: float | None) -> tuple:
-        views = render_trees(table, "", FigureStyle.for_screen(large, width))
-        return views.table, views.figure, about            # the words keep their source
+        return table, tree_budget_figure(table, FigureStyle.for_screen(large, width)), about   # the words stay
 
 
 def trees_section(recorded: RecordedSweep, large: gr.Checkbox, width: gr.Number) -> None:

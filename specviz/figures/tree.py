@@ -21,8 +21,8 @@ import plotly.graph_objects as go
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
-from specviz.figures.tree_text import (extra_token, gather_sentence, node_index, ordinal, rank, ranked_children,
-                                       rescue_sentence, stop_node, tree_summary)
+from specviz.figures.tree_text import (extra_token, gather_sentence, ordinal, ranked_children, rescue_sentence,
+                                       sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, FigureStyle
 from specviz.tokens import number, short, visible
@@ -76,15 +76,16 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     depth = max(max((node.depth for node in tree.nodes), default=0), stop_depth + (extra is not None))
     cells = {name: _Cells() for name in CATEGORIES}
     _add(cells[ROOT], 0, 0, ROOT, _root_hover(step))
+    ranks = sibling_ranks(tree)
     for node in tree.nodes:
         _add(cells[node.verdict], node.depth, rows[node.id], short(node.token.text, style.cell_chars + 4),
-             _node_hover(step, node))
+             _node_hover(step, node, ranks[node.id]))
     if extra is not None:
         _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, style.cell_chars + 4),
              _extra_hover(step, extra))
     traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()]
     count = 1 + max(rows.values())
-    sentences = [tree_summary(step), rescue_sentence(step) if tree.nodes else "",
+    sentences = [tree_summary(step), rescue_sentence(step),
                  gather_sentence("target", step.kv_target, step) + "."]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
                    style.line_chars(style.font_size) or DESKTOP_CHARS)       # counted, to size the top margin
@@ -182,7 +183,7 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
 
 
 def _node(step: StepRecord, node_id: int) -> TreeNode:
-    return step.tree.nodes[node_index(step.tree, node_id)]
+    return step.tree.nodes[node_id]            # a node's id is its index (engine/trace_tree.py)
 
 
 def _token(text: str) -> str:
@@ -194,12 +195,12 @@ def _root_hover(step: StepRecord) -> str:
             "every depth-1 cell is a candidate for the next token")
 
 
-def _node_hover(step: StepRecord, node: TreeNode) -> str:
-    tree = step.tree
+def _node_hover(step: StepRecord, node: TreeNode, rank: int) -> str:
+    """`rank`: 1 when the node is the draft's first choice among its siblings, 2 for the second, ..."""
     parent = ("the committed text" if node.parent is None
               else f"node {node.parent} ‘{_token(_node(step, node.parent).token.text)}’")
     lines = [f"<b>node {node.id}, depth {node.depth}: ‘{_token(node.token.text)}’</b> ({node.verdict})",
-             f"after {parent}; the draft's {ordinal(rank(tree, node))} choice there",
+             f"after {parent}; the draft's {ordinal(rank)} choice there",
              f"q (draft prob) = {number(node.q)}", f"p (target prob) = {number(node.p)}"]
     if node.verdict == "unreached":
         lines.append("never tried: its parent was not accepted, or a sibling tried before it was")
@@ -208,7 +209,7 @@ def _node_hover(step: StepRecord, node: TreeNode) -> str:
         if node.verdict == "accepted":
             lines[-1] += ", it is the target's argmax"
     else:
-        renormalised = " (p with the siblings refused before it removed, renormalised)" if rank(tree, node) > 1 else ""
+        renormalised = " (p with the siblings refused before it removed, renormalised)" if rank > 1 else ""
         lines.append(f"accepted with probability {number(node.accept_prob)}{renormalised}")
         if node.draw is not None:
             lines.append(f"random draw u = {number(node.draw)} ("

@@ -18,11 +18,12 @@ ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "si
 
 def ranked_children(tree: TreeRecord) -> dict[int | None, list[TreeNode]]:
     """Each node's children (None: the root's), in the order they were tried: the draft's ranking,
-    which is the order the verify forward fed them (node id order)."""
+    which is the order the verify forward fed them (node id order, which is list order: a node's id
+    is its index, engine/trace_tree.py)."""
     children: dict[int | None, list[TreeNode]] = {None: []}
     for node in tree.nodes:
         children.setdefault(node.id, [])
-    for node in sorted(tree.nodes, key=lambda n: n.id):
+    for node in tree.nodes:
         children.setdefault(node.parent, []).append(node)
     return children
 
@@ -32,9 +33,10 @@ def stop_node(tree: TreeRecord) -> int | None:
     return tree.path[-1] if tree.path else None
 
 
-def rank(tree: TreeRecord, node: TreeNode) -> int:
-    """1 for the draft's first choice among its siblings, 2 for the second, ..."""
-    return [child.id for child in ranked_children(tree)[node.parent]].index(node.id) + 1
+def sibling_ranks(tree: TreeRecord) -> dict[int, int]:
+    """Node id -> 1 for the draft's first choice among its siblings, 2 for the second, ..."""
+    return {child.id: position for kids in ranked_children(tree).values()
+            for position, child in enumerate(kids, start=1)}
 
 
 def ordinal(number: int) -> str:
@@ -43,9 +45,9 @@ def ordinal(number: int) -> str:
 
 def first_choice_run(tree: TreeRecord) -> int:
     """How many accepted tokens, from the root, were each the draft's first choice."""
-    count = 0
+    ranks, count = sibling_ranks(tree), 0
     for node_id in tree.path:
-        if rank(tree, tree.nodes[node_index(tree, node_id)]) != 1:
+        if ranks[node_id] != 1:
             break
         count += 1
     return count
@@ -89,10 +91,10 @@ def rescue_sentence(step: StepRecord) -> str:
                     if tried > 1 else "The one candidate at depth 1 was rejected.")
         return ("Every accepted token was the draft's first choice (the top row): a single line of first choices "
                 "would have accepted the same tokens, so here the siblings cost verify rows and added nothing.")
-    rescuer = tree.nodes[node_index(tree, tree.path[run])]
+    rescuer = tree.nodes[tree.path[run]]
     gained = len(tree.path) - run
     return (f"At depth {run + 1} the draft's first choice was rejected, so a single line of first choices (the top "
-            f"row) would have accepted {run} token{'s' * (run != 1)}; its {ordinal(rank(tree, rescuer))}-ranked "
+            f"row) would have accepted {run} token{'s' * (run != 1)}; its {ordinal(sibling_ranks(tree)[rescuer.id])}-ranked "
             f"sibling "
             f"‘{visible(rescuer.token.text)}’ was accepted instead, and that branch added {gained} accepted "
             f"token{'s' * (gained != 1)}: this is where a tree beats a chain.")
@@ -119,22 +121,6 @@ def gather_sentence(model: str, cache: CacheLengths, step: StepRecord) -> str:
             f"{cache.cutoff} off the path")
 
 
-def tree_sentences(step: StepRecord) -> list[str]:
-    """Everything above for one tree step, in reading order (for the step detail)."""
-    lines = [line for line in (tree_summary(step), rescue_sentence(step)) if line]
-    lines.append(gather_sentence("target", step.kv_target, step))
-    if step.kv_draft is not None:
-        lines.append(gather_sentence("draft", step.kv_draft, step))
-    return lines
-
-
 def extra_token(step: StepRecord):
     """The token the target added after the path (recovered or bonus), or None when the run ended first."""
     return step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
-
-
-def node_index(tree: TreeRecord, node_id: int) -> int:
-    """Position of node `node_id` in `tree.nodes` (ids are 0-based in feed order, so normally itself)."""
-    if node_id < len(tree.nodes) and tree.nodes[node_id].id == node_id:
-        return node_id
-    return next(position for position, node in enumerate(tree.nodes) if node.id == node_id)
