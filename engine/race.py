@@ -16,7 +16,6 @@ engine/race_reader.py reads it back strictly (RaceFormatError names the bad fiel
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +117,7 @@ class Race:
         return {
             "schema": RACE_SCHEMA,
             "prompt": self.prompt,
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.to_dict(),
             "warmup_tokens": self.warmup_tokens,
             "target_only": {"wall_s": self.target_only.wall_s,
                             "tokens": [{"id": t.token.id, "text": t.token.text, "t_s": t.t_s}

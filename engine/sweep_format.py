@@ -99,8 +99,8 @@ def aggregate(results: Sequence[RunResult]) -> list[SweepCell]:
             wall_s=sum(r.wall_s for r in runs), estimated_alpha=alpha, cost_ratio=cost,
             predicted_tokens_per_step=expected_tokens_per_step(alpha, k) if alpha is not None else None,
             predicted_speedup=expected_speedup(alpha, k, cost) if alpha is not None and cost is not None else None,
-            draft_cost=_mean([_ratio(r.draft_ms, r.target_token_ms) for r in runs]),
-            verify_cost=_mean([_ratio(r.verify_ms, r.target_token_ms) for r in runs]), tree_nodes=tree_nodes))
+            draft_cost=_mean([ratio(r.draft_ms, r.target_token_ms) for r in runs]),
+            verify_cost=_mean([ratio(r.verify_ms, r.target_token_ms) for r in runs]), tree_nodes=tree_nodes))
     return cells
 
 
@@ -130,7 +130,8 @@ def _json_row(row: RunResult | SweepCell) -> dict[str, Any]:
     return values
 
 
-def _ratio(part: float | None, whole: float | None) -> float | None:
+def ratio(part: float | None, whole: float | None) -> float | None:
+    """part / whole, or None when either is missing (or the whole is 0)."""
     return part / whole if part is not None and whole else None
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.json_document import parse_json
-from engine.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv
+from engine.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv, ratio
 
 OPTIONAL = {"acceptance_rate", "mean_accepted_length", "estimated_alpha", "cost_ratio",
             "predicted_tokens_per_step", "predicted_speedup", "draft_cost", "verify_cost"}
@@ -187,8 +187,7 @@ def _parse_run(item: Any, where: str) -> RunPoint:
     verify, one_token = rates["verify_ms"], rates["target_token_ms"]
     return RunPoint(temperature=_number(item["temperature"], f"{where}.temperature", optional=False), **whole,
                     mean_accepted_length=rates["mean_accepted_length"],
-                    speedup=speed / baseline if speed is not None and baseline else None, tokens_per_s=speed,
-                    verify_cost=verify / one_token if verify is not None and one_token else None)
+                    speedup=ratio(speed, baseline), tokens_per_s=speed, verify_cost=ratio(verify, one_token))
 
 
 def _tree_nodes(item: dict[str, Any], where: str) -> int:

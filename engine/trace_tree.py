@@ -10,7 +10,7 @@ the KV lengths add up (the target fed the pending tokens and every node, kept th
 
 from __future__ import annotations
 
-from engine.config import MAX_K, MAX_TREE_NODES, SpecConfig
+from engine.config import MAX_K, SpecConfig
 from engine.records import TREE_VERDICTS, StepRecord, Token, TreeNode, TreeRecord
 from engine.trace import TraceFormatError
 from engine.trace_fields import WHOLE, FieldReader, Kind
@@ -44,7 +44,7 @@ def check_tree(step: StepRecord, config: SpecConfig, where: str) -> None:
     if not config.is_tree:
         raise TraceFormatError(f"{where}.tree is set but config.tree_nodes is 0 (a chain run records no tree)")
     where = f"{where}.tree"
-    if len(tree.nodes) > min(config.tree_nodes, MAX_TREE_NODES):
+    if len(tree.nodes) > config.tree_nodes:      # SpecConfig holds it to MAX_TREE_NODES
         raise TraceFormatError(f"{where}.nodes has {len(tree.nodes)} nodes, over the budget config.tree_nodes "
                                f"= {config.tree_nodes}")
     _check_nodes(tree.nodes, f"{where}.nodes")

@@ -20,7 +20,11 @@ class BaselineResult:
     wall_s: float
     token_times_s: tuple[float, ...] = ()   # when each token was chosen, seconds after decoding began (the race)
     stopped: bool = False             # `should_stop` ended it before max_new_tokens or EOS
-    prefill_s: float = 0.0            # the first forward (prompt + first token): no part of a decode step
+
+    @property
+    def prefill_s(self) -> float:
+        """The first forward (prompt + first token): no part of a decode step."""
+        return self.token_times_s[0] if self.token_times_s else 0.0
 
     @property
     def token_ms(self) -> float | None:
@@ -58,4 +62,4 @@ def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig,
                 break
             feed = [token]
     return BaselineResult(tuple(generated), time.perf_counter() - started, token_times_s=tuple(times),
-                          stopped=stopped, prefill_s=times[0] if times else 0.0)
+                          stopped=stopped)

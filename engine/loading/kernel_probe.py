@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from engine.loading.gguf_cache import first_line
 from engine.loading.kernel_modules import Int8Linear, PackedLinear
 
 PROBE_IN, PROBE_OUT, PROBE_ROWS = 96, 80, (1, 5)
@@ -50,7 +51,7 @@ def probe_int8() -> str | None:
     try:
         layer = Int8Linear.from_weight(weight, bias)
     except RuntimeError as error:
-        return f"int8 quantization failed here ({_first_line(error)})"
+        return f"int8 quantization failed here ({first_line(error)})"
     return _compare("int8 weight-only", lambda: layer, layer.dequantized_weight(), bias, torch.bfloat16)
 
 
@@ -77,10 +78,5 @@ def _compare(kernel: str, build, weight: torch.Tensor, bias: torch.Tensor, dtype
             if not error <= TOLERANCE[dtype]:
                 return f"the {kernel} kernel disagreed with F.linear here (relative error {error:.1e})"
     except (RuntimeError, TypeError, ValueError, NotImplementedError) as error:
-        return f"the {kernel} kernel failed here ({_first_line(error)})"
+        return f"the {kernel} kernel failed here ({first_line(error)})"
     return None
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0].rstrip(".") if text else type(error).__name__
