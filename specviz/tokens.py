@@ -23,6 +23,11 @@ def percent(value: float | None, digits: int = 1) -> str:
     return "\u2013" if value is None else f"{100 * value:.{digits}f}%"
 
 
+def formatted(value: float | None, fmt: str) -> str:
+    """`value` through a format string ("{:.2f}"); None -> '–'."""
+    return "\u2013" if value is None else fmt.format(value)
+
+
 def number(value: float | None, digits: int = 3) -> str:
     """A probability or ratio with a fixed number of digits; None -> '–'."""
     return "\u2013" if value is None else f"{value:.{digits}f}"

@@ -27,7 +27,7 @@ from specviz.recording import record_run
 from specviz.runner import RunRequest, Runner
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
-from specviz.tokens import percent
+from specviz.tokens import formatted, percent
 from specviz.updates import ComponentFields
 
 SIDES = ("A", "B")
@@ -121,17 +121,14 @@ def comparison_table(comparison: Comparison | None) -> str:
 
 METRICS = (   # label, value of a trace, format, "higher" | "lower" is better
     ("acceptance rate", lambda t: t.summary.acceptance_rate, lambda v: percent(v), "higher"),
-    ("tokens per step (bonus included)", lambda t: t.summary.mean_accepted_length, lambda v: _num(v, "{:.2f}"),
+    ("tokens per step (bonus included)", lambda t: t.summary.mean_accepted_length, lambda v: formatted(v, "{:.2f}"),
      "higher"),
-    ("tokens / s", lambda t: t.summary.tokens_per_s, lambda v: _num(v, "{:.1f}"), "higher"),
-    ("target forwards", lambda t: t.summary.target_forwards, lambda v: _num(v, "{:.0f}"), "lower"),
-    ("new tokens", lambda t: t.summary.new_tokens, lambda v: _num(v, "{:.0f}"), ""),
-    ("wall time", lambda t: t.summary.wall_s, lambda v: _num(v, "{:.2f} s"), "lower"),
+    ("tokens / s", lambda t: t.summary.tokens_per_s, lambda v: formatted(v, "{:.1f}"), "higher"),
+    ("target forwards", lambda t: t.summary.target_forwards, lambda v: formatted(v, "{:.0f}"), "lower"),
+    ("new tokens", lambda t: t.summary.new_tokens, lambda v: formatted(v, "{:.0f}"), ""),
+    ("wall time", lambda t: t.summary.wall_s, lambda v: formatted(v, "{:.2f} s"), "lower"),
 )
 
-
-def _num(value: float | None, fmt: str) -> str:
-    return "–" if value is None else fmt.format(value)
 
 
 def _relation(a: float | None, b: float | None, better: str) -> str:

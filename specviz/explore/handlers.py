@@ -8,11 +8,9 @@ problem a user can cause is a gr.Error with one clear sentence.
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import gradio as gr
@@ -24,7 +22,7 @@ from specviz import updates
 from specviz.controls import choose_models
 from specviz.explore.views import ExploreViews, duration, progress_line, render_sweep
 from specviz.policy import Policy
-from specviz.run.export import prune_exports
+from specviz.run.export import fresh_export_dir
 from specviz.runner import Runner, RunnerError, SweepRequest
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
@@ -182,8 +180,7 @@ class ExploreHandlers(Stoppable):
         """The sweep as JSON (every run) and CSV (one row per cell), in a fresh folder."""
         if table is None or not table.cells:
             raise gr.Error("There is no sweep to download yet: run one or upload one first.")
-        directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
-        prune_exports(directory.parent)
+        directory = fresh_export_dir()
         json_path, csv_path = directory / "specviz-sweep.json", directory / "specviz-sweep.csv"
         json_path.write_text(table.to_json(), encoding="utf-8")
         csv_path.write_text(table.to_csv(), encoding="utf-8")

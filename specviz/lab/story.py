@@ -12,6 +12,7 @@ from html import escape
 from engine.lab import LAB_STAGES, CachePositions, cache_positions, first_divergence
 from engine.trace import Trace
 from specviz.figures.lab import words
+from specviz.run.step_detail import find_step
 from specviz.tokens import percent
 
 KEPT = {"none": "kept as they were", "zero_fill": "zero-filled in place", "truncate": "cut"}
@@ -50,7 +51,7 @@ def acceptance_note(key: str, trace: Trace, lab_traces: dict[str, Trace], refere
 
 def step_caches_html(trace: Trace, step_index: int) -> str:
     """After the selected step: each cache's stale and missing positions, and where they come from."""
-    position = next((i for i, step in enumerate(trace.steps) if step.index == step_index), len(trace.steps) - 1)
+    position = trace.steps.index(find_step(trace, step_index))
     target, draft = cache_positions(trace)[position]
     lines = [f"<b>After step {trace.steps[position].index}</b>: target cache {escape(words(target))}"
              + ("" if draft is None else f"; draft cache {escape(words(draft))}") + "."]

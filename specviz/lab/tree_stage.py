@@ -20,6 +20,7 @@ from engine.trace import Trace
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.style import FigureStyle
+from specviz.tokens import formatted
 
 CHAIN_TITLE = "Chain (stage D)"
 
@@ -53,16 +54,16 @@ def run_facts(trace: Trace) -> RunFacts:
 
 
 ROWS = (   # label, the value's text, what it means
-    ("tokens per target forward", lambda f: _num(f.tokens_per_forward, "{:.2f}"),
+    ("tokens per target forward", lambda f: formatted(f.tokens_per_forward, "{:.2f}"),
      "accepted drafts + 1 (the recovered or bonus token), averaged over steps"),
     ("target forwards", lambda f: f"{f.target_forwards}", "one per step, for the same new tokens"),
     ("tokens a verify forward reads", lambda f: f"{f.verify_reads:.1f}",
      "pending tokens + the k drafts, or + every tree node (mean, steps after the first: the first also reads the "
      "prompt)"),
-    ("one verify forward", lambda f: _num(f.verify_ms, "{:.0f} ms"), "mean, steps after the first"),
-    ("drafting per step", lambda f: _num(f.draft_ms, "{:.0f} ms"), "mean, steps after the first"),
-    ("speed", lambda f: _num(f.tokens_per_s, "{:.1f} tok/s"), "as measured when recorded"),
-    ("target alone", lambda f: _num(f.baseline_tokens_per_s, "{:.1f} tok/s"),
+    ("one verify forward", lambda f: formatted(f.verify_ms, "{:.0f} ms"), "mean, steps after the first"),
+    ("drafting per step", lambda f: formatted(f.draft_ms, "{:.0f} ms"), "mean, steps after the first"),
+    ("speed", lambda f: formatted(f.tokens_per_s, "{:.1f} tok/s"), "as measured when recorded"),
+    ("target alone", lambda f: formatted(f.baseline_tokens_per_s, "{:.1f} tok/s"),
      "target-only decoding of the same prompt, timed beside the run: how busy the machine was"),
 )
 
@@ -93,12 +94,12 @@ def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
     """What the tree bought (tokens per forward, forwards saved) and what it cost (verify and draft time)."""
     if chain is None:
         return "No chain run (stage D) to compare with: run the lab."
-    bought = (f"The tree bought {_num(tree.tokens_per_forward, '{:.2f}')} tokens per target forward instead of "
-              f"{_num(chain.tokens_per_forward, '{:.2f}')} ({tree.target_forwards} target forwards instead of "
+    bought = (f"The tree bought {formatted(tree.tokens_per_forward, '{:.2f}')} tokens per target forward instead of "
+              f"{formatted(chain.tokens_per_forward, '{:.2f}')} ({tree.target_forwards} target forwards instead of "
               f"{chain.target_forwards} for {tree.new_tokens} tokens)")
     cost = (f"it cost verify forwards reading {tree.verify_reads:.1f} tokens instead of {chain.verify_reads:.1f} "
-            f"({_num(tree.verify_ms, '{:.0f} ms')} instead of {_num(chain.verify_ms, '{:.0f} ms')}) and "
-            f"{_num(tree.draft_ms, '{:.0f} ms')} of drafting per step instead of {_num(chain.draft_ms, '{:.0f} ms')}")
+            f"({formatted(tree.verify_ms, '{:.0f} ms')} instead of {formatted(chain.verify_ms, '{:.0f} ms')}) and "
+            f"{formatted(tree.draft_ms, '{:.0f} ms')} of drafting per step instead of {formatted(chain.draft_ms, '{:.0f} ms')}")
     if tree.tokens_per_s is None or chain.tokens_per_s is None:
         return f"{bought}; {cost}."
     speeds = f"so it ran at {tree.tokens_per_s:.1f} tokens/s against the chain's {chain.tokens_per_s:.1f}"
@@ -129,7 +130,3 @@ def chain_timeline(chain: Trace | None, tree: go.Figure, style: FigureStyle = Fi
 
 def is_tree_stage(key: str) -> bool:
     return key == TREE_STAGE.key
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "–" if value is None else fmt.format(value)

@@ -6,8 +6,6 @@ upload a race JSON, download one. Replaying needs no handler: it runs in the bro
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
@@ -18,7 +16,7 @@ from specviz.controls import Controls
 from specviz.model_picker import picker_changed
 from specviz.policy import Policy
 from specviz.race.views import race_html
-from specviz.run.export import prune_exports
+from specviz.run.export import fresh_export_dir
 from specviz.runner import RaceProgress, RunRequest, Runner, RunnerError
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.uploads import parse_upload
@@ -78,8 +76,7 @@ class RaceHandlers(Stoppable):
         """The race as specviz-race.json in a fresh folder (it uploads back)."""
         if race is None:
             raise gr.Error("There is no race to download yet: press Race first.")
-        directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
-        prune_exports(directory.parent)
+        directory = fresh_export_dir()
         path = directory / "specviz-race.json"
         race.save(path)
         return [str(path)]

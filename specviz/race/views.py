@@ -23,8 +23,7 @@ def race_html(race: Race | None, note: str = "") -> str:
     if race is None:
         return ("<div class='sv-race sv-race-empty'>No race recorded yet: choose a prompt and press "
                 "<b>Race</b>.</div>")
-    slow, fast = race.target_only, race.speculative
-    winner = "speculative" if fast.wall_s <= slow.wall_s else "target-only"
+    winner = _winner(race)
     legend = "".join(f"<span class='sv-rt sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in KINDS)
     source = f"<p class='sv-race-source'>{escape(note)}</p>" if note else ""
     return (f"<div class='sv-race' data-state='final' data-winner='{winner}'>{source}"
@@ -35,13 +34,18 @@ def race_html(race: Race | None, note: str = "") -> str:
             f"{legend}</div><p class='sv-race-how'>{escape(measured_how(race))}</p></div>")
 
 
+def _winner(race: Race) -> str:
+    """The lane that finished first (a tie goes to the speculative lane)."""
+    return "speculative" if race.speculative.wall_s <= race.target_only.wall_s else "target-only"
+
+
 def verdict(race: Race) -> str:
     """Who finished first, by how much, and why (HTML)."""
     slow, fast = race.target_only, race.speculative
     count_fast = len(fast.token_ids)
     if race.speedup is None:
         return "One lane produced no tokens, so there is no winner."
-    if fast.wall_s <= slow.wall_s:
+    if _winner(race) == "speculative":
         lead = (f"<b>Speculative decoding finished first</b>: {count_fast} tokens in {fast.wall_s:.1f} s against "
                 f"{slow.wall_s:.1f} s, <b>{race.speedup:.2f}×</b> the tokens per second.")
     else:

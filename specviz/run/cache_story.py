@@ -185,6 +185,11 @@ def _why_not_kept(step: StepRecord, last: int) -> str:
     return f"d{rejected} was rejected and {rest} after it {'was' if rejected + 1 == last else 'were'} never checked"
 
 
+def kept_words(cutoff_mode: str) -> str:
+    """What a lab mode that cuts nothing does to the positions a correct engine would cut."""
+    return "zero-filled in place" if cutoff_mode == "zero_fill" else "left in place"
+
+
 def _removed(cache: CacheLengths, previous: StepRecord | None, model: str, cutoff_mode: str, why: str,
              expected: int, formula: str, tail: str = "") -> str:
     """`why` the positions go, then what the record says happened to them: cut, or kept as stale by a lab mode."""
@@ -192,7 +197,7 @@ def _removed(cache: CacheLengths, previous: StepRecord | None, model: str, cutof
         return f"{why}: the record says {positions(cache.cutoff)} cut (stale positions unknown, a specviz.trace/1 record)."
     left = cache.stale - (_stale_before(previous, model) or 0)
     if cutoff_mode != "truncate" and cache.cutoff == 0:
-        kept_as = "zero-filled in place" if cutoff_mode == "zero_fill" else "left in place"
+        kept_as = kept_words(cutoff_mode)
         return (f"{why}, but this lab mode removes nothing: {positions(left)} {kept_as}, now stale "
                 f"({cache.stale} stale in total); a correct engine would cut {formula}{tail}.")
     if cache.cutoff == expected:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import tempfile
 import zipfile
 from html import escape
 from pathlib import Path
@@ -63,6 +64,13 @@ def _plotly_js() -> str:
     """The plotly.js bundle that ships with the plotly package (the version the figures were made for)."""
     from plotly.offline import get_plotlyjs
     return get_plotlyjs()
+
+
+def fresh_export_dir() -> Path:
+    """A new temporary folder for one download, older ones pruned (`prune_exports`)."""
+    directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
+    prune_exports(directory.parent)
+    return directory
 
 
 def prune_exports(root: Path, keep: int = KEEP_EXPORTS) -> None:

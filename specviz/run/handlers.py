@@ -10,10 +10,8 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
@@ -27,7 +25,7 @@ from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.model_picker import picker_changed
 from specviz.policy import Policy
-from specviz.run.export import export_files, prune_exports
+from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import Views, render, shown_tree
@@ -214,8 +212,7 @@ class Handlers(Stoppable):
                    "positions": views.positions, "histogram": views.histogram}
         if views.tree is not None:
             figures["tree"] = views.tree          # the selected step's draft tree
-        directory = Path(tempfile.mkdtemp(prefix="specviz-export-"))
-        prune_exports(directory.parent)
+        directory = fresh_export_dir()
         return [str(path) for path in export_files(trace, figures, directory, views.scrubber.value)]
 
 

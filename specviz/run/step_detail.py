@@ -13,7 +13,7 @@ from html import escape
 
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.trace import Trace
-from specviz.run.cache_story import CacheStory, draft_story, quoted, target_story
+from specviz.run.cache_story import CacheStory, draft_story, kept_words, quoted, target_story
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import budget_note, carryover_sentence, ends_run, greedy_rule, outcome, verdict_reason
 from specviz.style import LABELS
@@ -180,7 +180,7 @@ def cache_sentence(model: str, cache: CacheLengths, previous: CacheLengths | Non
         return f"{lengths}: {(parts or ['nothing to cut'])[0]}; stale positions unknown (a specviz.trace/1 record)"
     stale_before = previous.stale if previous is not None and previous.stale is not None else 0
     if cache.stale > stale_before:
-        kept = "zero-filled in place" if cutoff_mode == "zero_fill" else "left in place"
+        kept = kept_words(cutoff_mode)
         parts.append(f"{_rejected(cache.stale - stale_before)} {kept}")
     parts = parts or ["nothing to cut"]
     if cache.stale:
