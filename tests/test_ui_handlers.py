@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -15,6 +16,7 @@ from engine.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
 from specviz.controls import Controls
+from specviz.policy import Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
 from specviz.runner import CUSTOM
@@ -187,6 +189,12 @@ def test_a_recorded_run_is_offered_and_sets_the_controls():
     assert views["scrubber"]["value"] == 0 and "Step 0" in views["detail"]
     assert controls["prompt"]["value"] == "Sampled haiku" and controls["temperature"]["value"] == 0.8
     assert controls["k"]["value"] == 4 and controls["max_new_tokens"]["value"] == sampled.config.max_new_tokens
+    assert controls["tree_nodes"]["value"] == 0 and controls["tree_branch"]["value"] == sampled.config.tree_branch
+    tree = dataclasses.replace(greedy, config=greedy.config.replace(tree_nodes=24, tree_branch=3))
+    for policy, nodes in ((Policy(), 24), (Policy.hosted_default(), 16)):     # a tree run resets the tree sliders
+        out = RecordedRuns(DemoTrace(tree, "t.json"), policy).show("t.json", False, None)
+        controls = dict(zip(CONTROL_FIELDS, out[len(NAMES):]))
+        assert controls["tree_nodes"]["value"] == nodes and controls["tree_branch"]["value"] == 3
     with pytest.raises(gr.Error, match="no recorded trace named"):
         runs.show("missing.json", False, None)
     assert [name for _, name in RecordedRuns(DemoTrace(greedy, "g.json")).choices()] == ["g.json"]

@@ -15,7 +15,8 @@ from specviz.run.views import render
 from specviz.style import FigureStyle
 
 # The controls a recorded run sets: the prompt, then SpecConfig fields of the same names.
-CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
+CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "tree_nodes", "tree_branch", "temperature", "top_p", "top_k",
+                  "max_new_tokens", "seed")
 
 
 def choice_label(trace: Trace) -> str:
@@ -55,5 +56,6 @@ class RecordedRuns:
         config, policy = trace.config, self.policy
         values = {"prompt": trace.prompt.text, **{field: getattr(config, field) for field in CONTROL_FIELDS[1:]}}
         values.update(k=min(config.k, policy.max_k), temperature=min(config.temperature, policy.max_temperature),
-                      max_new_tokens=min(config.max_new_tokens, policy.max_new_tokens), top_p=max(config.top_p, 0.05))
+                      max_new_tokens=min(config.max_new_tokens, policy.max_new_tokens), top_p=max(config.top_p, 0.05),
+                      tree_nodes=min(config.tree_nodes, policy.max_tree_nodes))
         return (*views.outputs(), *(gr.update(value=values[field]) for field in CONTROL_FIELDS))
