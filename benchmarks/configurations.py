@@ -60,6 +60,9 @@ CONFIGURATIONS: list[Configuration] = [
     Configuration(FAST + ", k=3", "fast", changes={"k": 3}),
     Configuration(FAST + ", k={k}", "fast", default=True, headline=True),
     Configuration(FAST + ", k=8", "fast", changes={"k": 8}),
+    # drafting stops early once the draft's top probability falls below the threshold (2026-11-23: no gain)
+    Configuration(FAST + ", k={k}, confidence 0.3", "fast", changes={"confidence_threshold": 0.3}),
+    Configuration(FAST + ", k=8, confidence 0.5", "fast", changes={"k": 8, "confidence_threshold": 0.5}),
     Configuration(FAST + ", recorder off, adaptive k", "fast", changes={"adaptive_k": True}, detailed_trace=False),
     Configuration(FAST + ", adaptive k", "fast", changes={"adaptive_k": True}, default=True, headline=True),
     *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
