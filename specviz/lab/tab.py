@@ -106,5 +106,5 @@ def _recorded_status(recorded: LabSet | None) -> str:
     reference = recorded.reference
     model = reference.config.target if reference else "the default pair"
     return (f"Showing recorded lab runs of **{model}** (greedy, k = {reference.config.k if reference else '?'}, "
-            f"{reference.config.max_new_tokens if reference else '?'} new tokens in every stage): no model loaded. "
+            f"{reference.config.max_new_tokens if reference else '?'} new tokens in every stage): recordings, shown without running a model. "
             "Pick a stage, scrub through its steps, or run the lab on your own prompt.")

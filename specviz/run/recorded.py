@@ -32,7 +32,7 @@ def status_for(name: str, trace: Trace | None) -> str:
     config = trace.config
     rule = "greedy" if config.is_greedy else f"sampling at temperature {config.temperature:g}"
     return (f"Showing the recorded trace **{name}** ({config.target or 'target'}, {rule}, "
-            f"{len(trace.steps)} steps): no model loaded. Scrub through it, or press **Run**.")
+            f"{len(trace.steps)} steps): a recording, shown without running a model. Scrub through it, or press **Run**.")
 
 
 class RecordedRuns:
