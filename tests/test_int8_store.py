@@ -4,17 +4,19 @@ Oracles: the layers a fresh quantization produces (bit-equal tensors), and the f
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
 from engine.loading.checkpoint_files import CheckpointFiles
 from engine.loading.cpu_kernels import can_quantize_int8, quantize_int8
-from engine.loading.int8_store import STORE_FOLDER, Int8Store
+from engine.loading.int8_store import KEY_FIELD, STORE_FOLDER, Int8Store
 from engine.loading.kernel_modules import Int8Linear
 from engine.loading.tiny import build_tiny_pair
 
@@ -125,5 +127,10 @@ def test_files_of_deleted_folders_are_pruned(folder: Path, tmp_path: Path):
     other.mkdir()
     for path in tmp_path.glob("moved-*"):
         path.rename(other / path.name.removeprefix("moved-"))
+    older = gone.with_name("0123456789abcdef.safetensors")      # an older key: no "folder" field
+    save_file({"x": torch.zeros(1)}, older, metadata={KEY_FIELD: json.dumps({"files": f"{other}/a:1:2:3"})})
+    foreign = gone.with_name("fedcba9876543210.safetensors")    # not written by the store: left alone
+    save_file({"x": torch.zeros(1)}, foreign)
     _quantized(other, tmp_path / "cache")
-    assert not gone.exists() and _saved_file(tmp_path / "cache").is_file()
+    kept = set((tmp_path / "cache" / STORE_FOLDER).glob("*.safetensors"))
+    assert kept == {Int8Store(tmp_path / "cache", CheckpointFiles(other)).path, foreign}

@@ -47,10 +47,12 @@ class CheckpointFiles:
     def __init__(self, folder: str | Path | None):
         self._entries: dict[str, _Entry] = {}
         self._paths: list[Path] = []
+        self.folder: Path | None = None          # the folder, resolved, when it holds safetensors files
         directory = Path(folder) if folder is not None else None
         if directory is None or not directory.is_dir():
             return
         self._paths = sorted(directory.glob("*.safetensors"))
+        self.folder = directory.resolve() if self._paths else None
         for path in self._paths:
             self._entries.update(_read_header(path))
 

@@ -4,11 +4,11 @@ Quantizing the 0.5B draft (engine/loading/kernel_modules.py, `Int8Linear.from_we
 seconds of CPU on every start (docs/benchmark.md, "Startup"); its result depends only on the
 source weights, the quantization code and torch. `Int8Store` keeps it in one safetensors file,
 
-    $SPECVIZ_CACHE (default ~/.cache/specviz) / int8-v1 / <sha256 of the first source file's path>[:16].safetensors
+    $SPECVIZ_CACHE (default ~/.cache/specviz) / int8-v1 / <sha256 of the source folder's path>[:16].safetensors
 
 holding `<module>.weight_int8` (int8) and `<module>.scales` (bfloat16) for every quantized
 layer, and in its metadata the key it was made for: the quantization format (`INT8_FORMAT`),
-the torch version, the source files' fingerprint (`CheckpointFiles.fingerprint`: size,
+the torch version, the source folder, the source files' fingerprint (`CheckpointFiles.fingerprint`: size,
 modification time and header hash of each file) and a CRC-32 of every saved tensor's bytes.
 `load` returns None, and the caller quantizes afresh and saves again, whenever anything
 disagrees: another key (stale), a file whose header cannot be parsed or a checksum that fails
@@ -40,12 +40,13 @@ class Int8Store:
     """Saved quantizations of the model in one folder of safetensors files (module docstring)."""
 
     def __init__(self, root: Path, files: CheckpointFiles):
-        fingerprint = files.fingerprint()
+        folder = str(files.folder) if files.folder is not None else ""
         self.path: Path | None = None
-        if fingerprint:
-            folder_hash = hashlib.sha256(fingerprint.split(":", 1)[0].encode()).hexdigest()[:16]
+        if folder:
+            folder_hash = hashlib.sha256(folder.encode()).hexdigest()[:16]
             self.path = Path(root) / STORE_FOLDER / f"{folder_hash}.safetensors"
-        self.key = json.dumps({"format": INT8_FORMAT, "torch": torch.__version__, "files": fingerprint})
+        self.key = json.dumps({"format": INT8_FORMAT, "torch": torch.__version__, "folder": folder,
+                               "files": files.fingerprint()})
 
     def load(self, shapes: dict[str, tuple[int, int]]) -> Quantized | None:
         """The saved layers, when the file matches this key, passes its checksum and holds
@@ -96,16 +97,18 @@ class Int8Store:
 
     def _prune(self) -> None:
         """Remove the saved files of source folders that no longer exist (a deleted model, a test's
-        temporary folder), so the store holds one file per model folder still on disk."""
+        temporary folder) and those whose key names no folder (written by an older SpecViz: no
+        key matches them again), so the store holds one file per model folder still on disk."""
         for other in self.path.parent.glob("*.safetensors"):
             try:
                 with other.open("rb") as handle:
                     length = int.from_bytes(handle.read(8), "little")
                     key = json.loads(json.loads(handle.read(length))["__metadata__"][KEY_FIELD])
-                first_file = key["files"].split(":", 1)[0]
-            except (OSError, ValueError, KeyError, TypeError):
+                folder = key.get("folder")         # absent from keys written before they named their folder
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue                                   # not ours to judge: left as it is
-            if other != self.path and first_file and not Path(first_file).parent.exists():
+            gone = not isinstance(folder, str) or (folder and not Path(folder).exists())
+            if other != self.path and gone:
                 other.unlink(missing_ok=True)
 
 
