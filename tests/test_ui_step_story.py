@@ -6,6 +6,7 @@ the bundled traces. A planted wrong sentence must be caught."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 
@@ -247,3 +248,43 @@ def test_the_bundled_sampled_trace_teaches_sampling_beside_the_greedy_one():
         assert recovered.id in [alt.id for alt in step.residual]
         page = html.unescape(step_detail_html(sampled, step.index))
         assert "◀ drawn: the recovered token" in page and f"at d{step.rejected_at + 1}" in page
+
+
+def check_tree_draft(trace: Trace, step: StepRecord, sentences: list[str]) -> None:
+    """A tree step's draft cache: pending tokens plus the expanded nodes fed, then the gather."""
+    cache = step.kv_draft
+    pending = step.context_len - cache.before       # truncate mode: every committed token not cached is pending
+    expanded = cache.after_forward - cache.before - pending
+    kept = cache.after_cutoff - cache.before - pending
+    for sentence in sentences:
+        check_equations(sentence)
+    forward = next(s for s in sentences if s.startswith("Drafting"))
+    assert f"{cache.before} + {pending} + {expanded} = {cache.after_forward}." in forward
+    assert f"{pending} pending token{'s' * (pending != 1)}" in forward
+    if cache.before:
+        assert "not cached yet" in sentences[0] and f"for {step.context_len} committed" in sentences[0]
+    if expanded:
+        assert f"{expanded} − {kept} = {cache.cutoff}" in " ".join(sentences)
+    assert 0 <= kept <= len(step.tree.path) and cache.cutoff == expanded - kept
+
+
+def tree_run(pair) -> Trace:
+    return SpeculativeEngine(pair).generate(PROMPT, SpecConfig(k=4, max_new_tokens=40, tree_nodes=8, tree_branch=2))
+
+
+def test_every_tree_step_explains_its_draft_cache(pair):
+    trace = tree_run(pair)
+    assert trace.steps and all(step.tree is not None for step in trace.steps)
+    assert any(step.kv_draft.cutoff for step in trace.steps) and any(step.carryover for step in trace.steps)
+    for step in trace.steps:
+        check_tree_draft(trace, step, stories(step_detail_html(trace, step.index))["draft"])
+
+
+def test_a_tree_step_told_with_the_chain_formula_is_caught(pair, monkeypatch):
+    """The planted bug: the chain's sentence (pending = after − before − (k − 1)) for a tree step."""
+    trace = tree_run(pair)
+    monkeypatch.setattr(cache_story, "_tree_draft_story", lambda step, previous, cache, ends_run: cache_story.draft_story(
+        dataclasses.replace(step, tree=None), previous, "truncate", True, ends_run))
+    with pytest.raises(AssertionError):
+        for step in trace.steps:
+            check_tree_draft(trace, step, stories(step_detail_html(trace, step.index))["draft"])

@@ -85,24 +85,54 @@ def draft_story(step: StepRecord, previous: StepRecord | None, cutoff_mode: str,
         return CacheStory(headline("draft", cache), (
             f"No drafts this step, so the draft model did not run: its cache stays at {cache.before}; "
             "the tokens it has not seen yet wait for its next run.",))
+    if step.tree is not None:
+        return _tree_draft_story(step, previous, cache, ends_run)
     fed_drafts = max(step.k - 1, 0)
     pending = cache.after_forward - cache.before - fed_drafts
     sentences = [_before(step, previous, cache, pending, "draft", missing)]
-    what = "the prompt" if cache.before == 0 else "its carryover"
     last = step.k
     drafts = "" if last <= 1 else f" and {span(1, last - 1)}"
-    sentences.append(f"Drafting fed {pending} pending token{'s' * (pending != 1)} ({what}){drafts} to propose "
+    sentences.append(f"Drafting fed {_pending_words(cache, pending)}{drafts} to propose "
                      f"{span(1, last)}; the draft never feeds its own last draft d{last} (nothing is drafted after it): "
                      f"{cache.before} + {pending} + {fed_drafts} = {cache.after_forward}.")
-    if step.tree is not None:
-        sentences.append(f"{positions(cache.cutoff)} of the drafted tree were cut." if cache.cutoff
-                         else "Nothing was cut.")
-        return CacheStory(headline("draft", cache), tuple(sentences))
     kept = step.num_kept
     expected = max(0, step.k - kept - 1)
     sentences.append(_draft_cut(step, cache, previous, cutoff_mode, expected))
     sentences += _draft_next(step, carryover_on, ends_run)
     return CacheStory(headline("draft", cache), tuple(sentences))
+
+
+def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: CacheLengths, ends_run: str) -> CacheStory:
+    """A tree step's draft cache: the pending tokens, then one forward per level over the nodes it
+    expanded (the deepest level is never fed); the gather keeps the fed nodes on the accepted path."""
+    tree = step.tree
+    pending = step.context_len if cache.before == 0 else len(step.carryover)
+    expanded = cache.after_forward - cache.before - pending
+    kept = cache.after_cutoff - cache.before - pending
+    sentences = [_before(step, previous, cache, pending, "draft"),
+                 f"Drafting fed {_pending_words(cache, pending)}, then the {expanded} tree node{'s' * (expanded != 1)} "
+                 "it expanded, one forward per level (a node is fed only to draft its children, so leaves never "
+                 f"are): {cache.before} + {pending} + {expanded} = {cache.after_forward}."]
+    unfed = [quoted(tree.nodes[node].token.text) for node in tree.path[kept:]]    # a path's fed nodes come first
+    if expanded == 0:
+        sentences.append("Nothing to cut: no node was fed.")
+    else:
+        on_path = (f"kept the {kept} fed node{'s' * (kept != 1)} on the accepted path (gathered into place) and "
+                   f"removed the other {cache.cutoff}" if kept else f"removed all {cache.cutoff} (none is on the accepted path)")
+        never = (f"; the accepted {' and '.join(unfed)} {'was' if len(unfed) == 1 else 'were'} never fed (a leaf)"
+                 if unfed else "")
+        sentences.append(f"The gather {on_path}: {expanded} − {kept} = {cache.cutoff}{never}.")
+    last = step.emitted[-1] if step.emitted else None
+    if last is not None and last.kind != "accepted" and not ends_run:
+        first = f"the accepted {' and '.join(unfed)} and " if unfed else ""
+        sentences.append(f"Next step it is fed {first}the {KIND_WORDS[last.kind]} {quoted(last.text)} first, "
+                         "as carryover.")
+    return CacheStory(headline("draft", cache), tuple(sentences))
+
+
+def _pending_words(cache: CacheLengths, pending: int) -> str:
+    what = "the prompt" if cache.before == 0 else "its carryover"
+    return f"{pending} pending token{'s' * (pending != 1)} ({what})"
 
 
 def _before(step: StepRecord, previous: StepRecord | None, cache: CacheLengths, pending: int, model: str,
