@@ -225,3 +225,17 @@ def test_acceptance_figures_name_tokens_per_step_and_explain_a():
     histogram = histogram_figure(trace).layout.title
     assert histogram.text == "<b>Drafts accepted per step: histogram</b>"
     assert "the chance that the target accepts a draft it checks" in histogram.subtitle.text
+
+
+def test_every_hatched_mark_keeps_its_colour():
+    """A plotly pattern without fillmode "overlay" is drawn alone in its fgcolor: the draft's white-hatched
+    cut bars were invisible on the white page. Every patterned mark must overlay its own colour."""
+    trace = make_trace([4, 1, 0, 2], sampling=True)
+    patterned = []
+    for figure in (kv_cache_figure(trace), timeline_figure(trace)):
+        for data in figure.data:
+            pattern = getattr(getattr(data, "marker", None), "pattern", None)
+            if pattern is not None and pattern.shape:
+                patterned.append((data.name, pattern.fillmode))
+    assert any(name == "draft positions cut" for name, _ in patterned)
+    assert all(fillmode == "overlay" for _, fillmode in patterned), patterned

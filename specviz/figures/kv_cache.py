@@ -31,7 +31,9 @@ UNKNOWN_STALE = "stale positions unknown (a specviz.trace/1 file)"
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
-CUT_PATTERNS = {"target": {}, "draft": {"pattern": {"shape": "/", "fgcolor": "#FFFFFF", "solidity": 0.3}}}
+# "overlay": the hatch is drawn over the bar's colour (plotly's default "replace" draws the hatch alone, in fgcolor)
+CUT_PATTERNS = {"target": {},
+                "draft": {"pattern": {"shape": "/", "fillmode": "overlay", "fgcolor": "#FFFFFF", "solidity": 0.3}}}
 STAGES = {               # stage -> (legend label, marker symbol, colour, x offset)
     "before": ("before step", "circle-open", "#555555", -OFFSET),
     "after_forward": ("after forward", "triangle-up", COLORS["target"], 0.0),
