@@ -98,7 +98,10 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "predicted speedup" in html and "α = Σₓ min(p(x), q(x)) = 0.70, the overlap of" in html and "c = 0.30" in html
+    assert "predicted speedup" in html and "α = 0.70, the share of all drafted positions, checked or not" in html
+    assert "c = 0.30" in html and "the measured share of checked drafts accepted" in html   # a and α named apart
+    sampled = metrics_html(make_trace([4, 1, 0, 2], sampling=True))
+    assert "α = Σₓ min(p(x), q(x)) = 0.70, the chance a draft is accepted expected" in sampled
     assert ">tokens per step<" in html and "mean accepted length" not in html
     assert "vLLM calls this the mean acceptance length" in html and "accepted drafts + 1" in html
     assert "speedup vs target-only" not in html and "(checked)" not in html

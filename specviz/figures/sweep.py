@@ -204,4 +204,5 @@ def _fit_words(fit: Any, num_cells: int) -> str:
     if fit is None:
         return "no model: the drafter gives no q, so no estimate of a"
     return (f"a = {fit.alpha:.2f}: the chance a draft token is accepted, Σₓ min(p(x), q(x)), "
-            f"mean over {num_cells} k")
+            f"mean over {num_cells} k (above accepted / drafted, which also counts the drafts after a rejection, "
+            "never checked)")

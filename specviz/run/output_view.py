@@ -43,7 +43,7 @@ def metrics_html(trace: Trace | None) -> str:
     config = trace.config
     alpha = verified_acceptance(trace.steps)
     max_k = max((step.k for step in trace.steps), default=config.k)
-    model = (f"; with a = {alpha:.2f}, the chance a checked draft is accepted, the i.i.d. model predicts "
+    model = (f"; with a = {alpha:.2f}, the measured share of checked drafts accepted, the i.i.d. model predicts "
              f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
     cards = [
         metric_card("acceptance rate", percent(summary.acceptance_rate),
@@ -61,14 +61,23 @@ def metrics_html(trace: Trace | None) -> str:
     if summary.estimated_alpha is not None and summary.cost_ratio is not None:
         predicted = expected_speedup(summary.estimated_alpha, max_k, summary.cost_ratio)
         cards.append(metric_card("predicted speedup", f"{predicted:.2f}×",
-                                 f"Leviathan et al.: α = Σₓ min(p(x), q(x)) = {summary.estimated_alpha:.2f}, the overlap of "
-                                 f"the draft's and target's distributions (the chance a draft is accepted), "
+                                 f"Leviathan et al. with {_alpha_words(config.is_greedy, summary.estimated_alpha)}, "
                                  f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
     if summary.baseline is not None:
         cards.append(metric_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
                                  f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
             f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
+
+
+def _alpha_words(greedy: bool, alpha: float) -> str:
+    """α as the predicted-speedup card defines it: expected, over every drafted position (checked or
+    not), so it differs from the measured a of the tokens-per-step card, which counts checked drafts."""
+    if greedy:
+        return (f"α = {alpha:.2f}, the share of all drafted positions, checked or not, where the draft's argmax is "
+                "the target's (greedy's Σₓ min(p(x), q(x)))")
+    return (f"α = Σₓ min(p(x), q(x)) = {alpha:.2f}, the chance a draft is accepted expected from the two "
+            "distributions, averaged over all drafted positions, checked or not")
 
 
 def metric_card(label: str, value: str, note: str, tip: str = "") -> str:
