@@ -14,7 +14,11 @@ def visible(text: str) -> str:
 
 def short(text: str, limit: int = 8) -> str:
     """`visible(text)` cut to `limit` characters with an ellipsis."""
-    shown = visible(text)
+    return clip(visible(text), limit)
+
+
+def clip(shown: str, limit: int = 8) -> str:
+    """Already visible text (several tokens joined by plain spaces) cut to `limit` characters with an ellipsis."""
     return shown if len(shown) <= limit else shown[: limit - 1] + "\u2026"
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
+from engine.records import Token
 from engine.trace import Trace
 from specviz.figures.kv_cache import OFFSET, kv_cache_figure
 from specviz.figures.timeline import timeline_figure
@@ -239,3 +241,12 @@ def test_every_hatched_mark_keeps_its_colour():
                 patterned.append((data.name, pattern.fillmode))
     assert any(name == "draft positions cut" for name, _ in patterned)
     assert all(fillmode == "overlay" for _, fillmode in patterned), patterned
+
+
+def test_carried_tokens_are_separated_by_a_plain_space_not_a_drawn_one():
+    """"↵↵" then "def" is drawn "↵↵ def": a "·" between them would read as a space inside the text."""
+    trace = make_trace([4, 1])
+    steps = list(trace.steps)
+    steps[1] = dataclasses.replace(steps[1], carryover=(Token(1, "\n\n"), Token(2, "def")))
+    carry = by_meta(timeline_figure(dataclasses.replace(trace, steps=tuple(steps))), "carryover")
+    assert list(carry.text) == ["↵↵ def"]

@@ -24,7 +24,7 @@ from engine.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle
-from specviz.tokens import number, short, visible
+from specviz.tokens import clip, number, short, visible
 
 TITLE = "Token timeline"
 SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
@@ -133,8 +133,8 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
                  + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
         cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
     if step.carryover:
-        carried = " ".join(visible(token.text) for token in step.carryover)
-        cells["carryover"].add(step.index, 0, _escape(short(carried, chars)),
+        carried = " ".join(visible(token.text) for token in step.carryover)     # a plain space between tokens
+        cells["carryover"].add(step.index, 0, _escape(clip(carried, chars)),
                                f"<b>step {step.index}: carryover</b><br>{_escape(carried)}<br>"
                                + _escape(carryover_sentence(step, previous)).replace("; ", "<br>"))
 
