@@ -66,7 +66,9 @@ def test_step_detail_greedy_rejection_names_the_argmax_and_a_full_accept_the_bon
     assert "target's argmax" in step_detail_html(trace, 1)
     full = step_detail_html(trace, 0)
     assert "All 4 drafts accepted" in full and "bonus" in full
-    assert "draws" not in full
+    assert "draws" not in full and "unused" not in full
+    rejected = step_detail_html(trace, 1)          # d3 rejected: d4 and the unreached +1 were computed after a rejected draft
+    assert rejected.count("after a rejected draft: unused") == 2
 
 
 def test_step_detail_escapes_tokens_and_clamps_the_index():
@@ -151,6 +153,7 @@ def test_step_detail_of_an_ngram_step_without_a_match():
     trace = trace_from_steps(steps, ngram=True)
     html = step_detail_html(trace, 1)
     assert "no drafts (plain target step)" in html and "n-gram drafter has no model to feed" in html
+    assert "no drafts this step: the target&#x27;s argmax here" in html and "all drafts accepted" not in html
     assert "draft: n-gram lookup, no cache" in html
 
 

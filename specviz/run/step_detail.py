@@ -76,6 +76,15 @@ def _carryover(step: StepRecord, previous: StepRecord | None) -> str:
     return f"<div class='sv-row sv-carry'><b>Carryover</b> {chips} <span class='sv-muted'>{sentence}</span></div>"
 
 
+def _choice(text: str, unused: bool) -> str:
+    """The target's choice cell. Past a rejection the verify forward still computed a row, but after a
+    draft that was rejected: a choice the target never made, drawn muted and said so."""
+    if not unused:
+        return f"<td>{_token(text)}</td>"
+    return (f"<td class='sv-muted' title='computed after a rejected draft, so never used'>{_token(text)}"
+            "<br><small>after a rejected draft: unused</small></td>")
+
+
 def _table(step: StepRecord, greedy: bool) -> str:
     rule = greedy_rule() if greedy else ("sampling: accept d_i if a uniform draw u < min(1, p/q), so always when the "
                                          "target gives the token at least the draft's probability; else reject and stop")
@@ -94,18 +103,21 @@ def _table(step: StepRecord, greedy: bool) -> str:
             f"<td>{number(draft.q)}</td><td>{number(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(verdict_reason(step, position, greedy))}</td>"
-            f"<td>{_token(target.text)}</td><td>{_alternatives(draft.top)}</td><td>{_alternatives(target.top)}</td></tr>")
+            f"{_choice(target.text, verdict == 'unverified')}<td>{_alternatives(draft.top)}</td>"
+            f"<td>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
     if bonus is not None:
         reached = step.num_accepted == step.k
-        why = ("all drafts accepted: " + ("the target's argmax here" if greedy else "drawn from p here")
-               if reached else "not reached: a draft was rejected")
+        pick = "the target's argmax here" if greedy else "drawn from p here"
+        why = (f"no drafts this step: {pick}" if step.k == 0 else f"all drafts accepted: {pick}" if reached
+               else "not reached: a draft was rejected")
         blanks = "<td></td><td></td>" + ("" if greedy else "<td></td><td></td>")
         rows.append(
             f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>"
-            f"{'(no draft: bonus position)' if reached else '(not reached)'}</td>{blanks}"
-            f"<td class='sv-verdict'>{'bonus' if reached else ''}</td><td class='sv-why'>{escape(why)}</td>"
-            f"<td>{_token(bonus.text)}</td><td></td><td>{_alternatives(bonus.top)}</td></tr>")
+            f"{'(no drafts this step)' if step.k == 0 else '(no draft: bonus position)' if reached else '(not reached)'}"
+            f"</td>{blanks}<td class='sv-verdict'>{'target step' if step.k == 0 else 'bonus' if reached else ''}</td>"
+            f"<td class='sv-why'>{escape(why)}</td>"
+            f"{_choice(bonus.text, not reached)}<td></td><td>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
