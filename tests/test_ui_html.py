@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from html import escape, unescape
 
 from engine.metrics import BaselineStats
@@ -93,6 +94,9 @@ def test_output_html_marks_origins_and_escapes():
     assert "sv-selected' title='step 0" not in selected
     assert "incomplete" not in html
     assert "incomplete" in output_html(make_trace([1], complete=False))
+    assert f"Prompt ({len(trace.prompt.token_ids)} tokens: the text below inside the model's chat template" in html
+    raw = dataclasses.replace(trace, config=trace.config.replace(raw=True))
+    assert f"Prompt ({len(trace.prompt.token_ids)} tokens)" in output_html(raw)
 
 
 def test_metrics_without_and_with_baseline():
@@ -160,7 +164,6 @@ def test_step_detail_of_an_ngram_step_without_a_match():
 def test_a_lab_trace_in_the_run_tab_says_one_thing_about_exactness():
     """Every text about exactness reads SpecConfig.exactness: one note, never two that disagree,
     even when an older file's baseline carries an exact_expected that contradicts its config."""
-    import dataclasses
 
     from engine.trace import Trace
     from specviz.assets import ASSETS_DIR

@@ -29,8 +29,9 @@ def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
         for step in trace.steps for token in step.emitted)
     state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
     prompt = escape(trace.prompt.text)
+    wrapped = "" if trace.config.raw else ": the text below inside the model's chat template, when it has one"
     return (f"<div class='sv-output'><div class='sv-legend'>{legend}{state}</div>"
-            f"<details class='sv-prompt'><summary>Prompt ({len(trace.prompt.token_ids)} tokens)</summary>"
+            f"<details class='sv-prompt'><summary>Prompt ({len(trace.prompt.token_ids)} tokens{wrapped})</summary>"
             f"<pre>{prompt}</pre></details>"
             f"<div class='sv-text'>{spans or '<span class=sv-muted>(no tokens yet)</span>'}</div></div>")
 
