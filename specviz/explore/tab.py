@@ -28,8 +28,8 @@ INTRO = ("<div class='sv-tab-intro'><p>How do the draft length <i>k</i> and the 
          "and speed? Each heatmap cell is the mean over prompts and seeds at one (k, T); the outlined, starred "
          "cell is the fastest k at that temperature. Below, every run meets the i.i.d. model, where <i>a</i> is the "
          "chance a draft token is accepted (Σ min(p, q) over the vocabulary): ideal, when verifying k + 1 tokens "
-         "costs one forward, and at the verify cost this machine measured. Then token trees against a chain, "
-         "and two runs side by side.</p></div>")
+         "costs one forward, and, when the sweep recorded it, at the verify cost measured on its machine. "
+         "Then token trees against a chain, and two runs side by side.</p></div>")
 COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where prompt lookup shines
 
 

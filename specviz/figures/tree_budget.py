@@ -180,10 +180,11 @@ def budget_verdicts(table: SweepTable | None) -> list[str]:
 
 def _costs(cell: SweepCell, reference: SweepCell) -> str:
     """'16 nodes a verify forward costs 2.10× one target token's and brings 3.10 tokens per target forward
-    (vs 2.90), for 3.20 tokens/s': what a budget bought and cost against `reference`, as recorded."""
+    (vs 2.90 at 8 nodes), for 3.20 tokens/s': what a budget bought and cost against `reference`, as recorded."""
     cost = ("" if cell.verify_cost is None else
             f" a verify forward costs {cell.verify_cost:.2f}× one target token's and")
     mine, theirs = cell.mean_accepted_length, reference.mean_accepted_length
-    gain = (f" brings {mine:.2f} tokens per target forward (vs {theirs:.2f})" if mine is not None and theirs is not None
+    gain = (f" brings {mine:.2f} tokens per target forward (vs {theirs:.2f} at {reference.tree_nodes} nodes)"
+            if mine is not None and theirs is not None
             else " brings")
     return f"{cell.tree_nodes} nodes{cost}{gain}, for {cell.tokens_per_s:.2f} tokens/s"

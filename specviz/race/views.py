@@ -63,7 +63,8 @@ def measured_how(race: Race) -> str:
     config = race.config
     drafter = "n-gram prompt lookup" if config.drafter == NGRAM_DRAFTER else f"draft model {config.draft or 'draft'}"
     mode = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, seed {config.seed}"
-    warm = (f" Both ran {race.warmup_tokens} untimed tokens first, so one-time start-up costs count in neither."
+    warm = (f" Before the clocks started, both lanes first decoded {race.warmup_tokens} tokens as a warm-up, so "
+            "one-time costs (the first call of each kernel, memory set-up) count in neither."
             if race.warmup_tokens else "")
     return (f"Target {config.target or 'target'}, {drafter}, k = {config.k}{' (adaptive)' if config.adaptive_k else ''}"
             f", {mode}, up to {config.max_new_tokens} new tokens. Run one after the other on the same loaded models "
