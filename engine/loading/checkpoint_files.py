@@ -118,17 +118,34 @@ def _read_entry(entry: _Entry) -> torch.Tensor | None:
     return buffer.view(entry.dtype).reshape(entry.shape)
 
 
-def _read_header(path: Path) -> dict[str, _Entry]:
-    """The tensor entries of one safetensors file; none when its header cannot be read."""
+def read_metadata(path: Path) -> dict[str, str]:
+    """The `__metadata__` strings of one safetensors file's header; empty when it has none or the
+    header cannot be read."""
+    header = _header(Path(path))
+    metadata = header[0].get("__metadata__") if header else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _header(path: Path) -> tuple[dict, int] | None:
+    """The parsed JSON header of one safetensors file and the byte offset where its data begins;
+    None when it cannot be read (or is not a JSON object)."""
     try:
         with path.open("rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
             if length > MAX_HEADER_BYTES:
-                return {}
+                return None
             header = json.loads(handle.read(length))
     except (OSError, struct.error, ValueError):
+        return None
+    return (header, 8 + length) if isinstance(header, dict) else None
+
+
+def _read_header(path: Path) -> dict[str, _Entry]:
+    """The tensor entries of one safetensors file; none when its header cannot be read."""
+    parsed = _header(path)
+    if parsed is None:
         return {}
-    data_start = 8 + length
+    header, data_start = parsed
     entries = {}
     for name, info in header.items():
         if name == "__metadata__" or not isinstance(info, dict) or info.get("dtype") not in SAFETENSORS_DTYPES:

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from engine.loading.checkpoint_files import CheckpointFiles, read_tensors
+from engine.loading.checkpoint_files import CheckpointFiles, read_metadata, read_tensors
 from engine.loading.kernel_modules import INT8_FORMAT
 
 STORE_FOLDER = "int8-v1"
@@ -53,20 +53,13 @@ class Int8Store:
         exactly `shapes` (module name -> (out, in)); else None."""
         if self.path is None or not self.path.is_file():
             return None
+        metadata = read_metadata(self.path)               # the key first: a stale file's tensors are never read
+        if metadata.get(KEY_FIELD) != self.key:
+            return None
         # Each tensor in memory of its own, aligned: views into the mapped file (safetensors' load_file)
         # lie only 8-byte aligned, and the int8 kernel crashed on such a head (tests/test_int8_store.py).
-        tensors = read_tensors(self.path)                  # empty when the header cannot be read
-        if not tensors:
-            return None
-        try:
-            with self.path.open("rb") as handle:          # the metadata, as safetensors wrote it
-                length = int.from_bytes(handle.read(8), "little")
-                metadata = json.loads(handle.read(length)).get("__metadata__", {})
-        except (OSError, ValueError, AttributeError):
-            return None
-        if not isinstance(metadata, dict):
-            return None
-        if metadata.get(KEY_FIELD) != self.key or metadata.get(CHECKSUM_FIELD) != _checksum(tensors):
+        tensors = read_tensors(self.path)                  # empty when a read comes up short
+        if not tensors or metadata.get(CHECKSUM_FIELD) != _checksum(tensors):
             return None
         layers: Quantized = {}
         for name, (rows, columns) in shapes.items():
@@ -101,11 +94,9 @@ class Int8Store:
         key matches them again), so the store holds one file per model folder still on disk."""
         for other in self.path.parent.glob("*.safetensors"):
             try:
-                with other.open("rb") as handle:
-                    length = int.from_bytes(handle.read(8), "little")
-                    key = json.loads(json.loads(handle.read(length))["__metadata__"][KEY_FIELD])
+                key = json.loads(read_metadata(other)[KEY_FIELD])
                 folder = key.get("folder")         # absent from keys written before they named their folder
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue                                   # not ours to judge: left as it is
             gone = not isinstance(folder, str) or (folder and not Path(folder).exists())
             if other != self.path and gone:
