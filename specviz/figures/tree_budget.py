@@ -165,7 +165,7 @@ def budget_verdicts(table: SweepTable | None) -> list[str]:
         head = f"At T = {temperature:g}"
         if best.tree_nodes == 0:
             sentences.append(f"{head} the chain of {k} is fastest ({best.tokens_per_s:.2f} tokens/s): already at "
-                             f"{_costs(trees[0], best)}.")
+                             f"{_costs(trees[0], best, k)}.")
             continue
         versus = f"{best.tokens_per_s:.2f} tokens/s" + (
             f" against the chain's {chain.tokens_per_s:.2f}" if chain is not None else "")
@@ -174,17 +174,19 @@ def budget_verdicts(table: SweepTable | None) -> list[str]:
                              f"({versus}).")
             continue
         sentences.append(f"{head} the extra verify cost stops paying after {best.tree_nodes} nodes: that tree is "
-                         f"fastest ({versus}); at {_costs(larger[0], best)}.")
+                         f"fastest ({versus}); at {_costs(larger[0], best, k)}.")
     return sentences
 
 
-def _costs(cell: SweepCell, reference: SweepCell) -> str:
+def _costs(cell: SweepCell, reference: SweepCell, k: int) -> str:
     """'16 nodes a verify forward costs 2.10× one target token's and brings 3.10 tokens per target forward
-    (vs 2.90 at 8 nodes), for 3.20 tokens/s': what a budget bought and cost against `reference`, as recorded."""
+    (vs 2.90 for the tree of 8 nodes), for 3.20 tokens/s': what a budget bought and cost against
+    `reference` (a tree or the chain of k), as recorded."""
     cost = ("" if cell.verify_cost is None else
             f" a verify forward costs {cell.verify_cost:.2f}× one target token's and")
     mine, theirs = cell.mean_accepted_length, reference.mean_accepted_length
-    gain = (f" brings {mine:.2f} tokens per target forward (vs {theirs:.2f} at {reference.tree_nodes} nodes)"
+    gain = (f" brings {mine:.2f} tokens per target forward (vs {theirs:.2f} for the "
+            f"{budget_label(reference.tree_nodes, k)})"
             if mine is not None and theirs is not None
             else " brings")
     return f"{cell.tree_nodes} nodes{cost}{gain}, for {cell.tokens_per_s:.2f} tokens/s"
