@@ -68,6 +68,13 @@ class Policy:
     def check_config(self, config: SpecConfig) -> None:
         self.check_ranges(config.k, config.max_new_tokens, config.temperature, config.tree_nodes)
 
+    def within(self, config: SpecConfig) -> SpecConfig:
+        """`config` with each control this server bounds held to its bound: what the page's sliders
+        show for it (a recorded run made elsewhere may go past them)."""
+        return config.replace(k=min(config.k, self.max_k), temperature=min(config.temperature, self.max_temperature),
+                              max_new_tokens=min(config.max_new_tokens, self.max_new_tokens),
+                              tree_nodes=min(config.tree_nodes, self.max_tree_nodes))
+
     def check_ranges(self, k: int, max_new_tokens: int, temperature: float, tree_nodes: int = 0) -> None:
         """The controls this server bounds, each in its range (ConfigError naming the range otherwise)."""
         if not 1 <= k <= self.max_k:

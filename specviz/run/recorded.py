@@ -32,7 +32,8 @@ def status_for(name: str, trace: Trace | None) -> str:
     config = trace.config
     rule = "greedy" if config.is_greedy else f"sampling at temperature {config.temperature:g}"
     return (f"Showing the recorded trace **{name}** ({config.target or 'target'}, {rule}, "
-            f"{len(trace.steps)} steps): a recording, shown without running a model. Scrub through it, or press **Run**.")
+            f"{len(trace.steps)} steps): a recording, shown without running a model. Scrub through it, or press "
+            "**Run**.")
 
 
 class RecordedRuns:
@@ -53,9 +54,7 @@ class RecordedRuns:
             raise gr.Error(f"There is no recorded trace named {name!r}: choose one of the listed runs.")
         first = trace.steps[0].index if trace.steps else None
         views = render(trace, status_for(name, trace), selected=first, style=FigureStyle.for_screen(large, width))
-        config, policy = trace.config, self.policy
+        config = self.policy.within(trace.config)
         values = {"prompt": trace.prompt.text, **{field: getattr(config, field) for field in CONTROL_FIELDS[1:]}}
-        values.update(k=min(config.k, policy.max_k), temperature=min(config.temperature, policy.max_temperature),
-                      max_new_tokens=min(config.max_new_tokens, policy.max_new_tokens), top_p=max(config.top_p, 0.05),
-                      tree_nodes=min(config.tree_nodes, policy.max_tree_nodes))
+        values.update(top_p=max(config.top_p, 0.05))      # the top-p slider's floor
         return (*views.outputs(), *(gr.update(value=values[field]) for field in CONTROL_FIELDS))

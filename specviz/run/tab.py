@@ -88,7 +88,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
     presets = list(runner.presets())
     default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
     recorded = demo_trace.trace
-    start = recorded.config if recorded else SpecConfig()      # Run first re-records what the page shows
+    start = policy.within(recorded.config if recorded else SpecConfig())   # Run first re-records what the page shows
     c: dict[str, gr.components.Component] = {}
     if policy.hosted:
         gr.Markdown(policy.note, elem_id="sv-hosted", elem_classes=["sv-note"])
@@ -109,20 +109,20 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
         gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
                     cache_examples=False, label="Example prompts", elem_id="sv-examples")
     with gr.Row():
-        c["k"] = gr.Slider(1, policy.max_k, value=min(start.k, policy.max_k), step=1, label="k (draft tokens per step)",
+        c["k"] = gr.Slider(1, policy.max_k, value=start.k, step=1, label="k (draft tokens per step)",
                            elem_id="sv-k", min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)
     with gr.Row(elem_id="sv-tree-row"):
-        c["tree_nodes"] = gr.Slider(0, policy.max_tree_nodes, value=min(start.tree_nodes, policy.max_tree_nodes),
+        c["tree_nodes"] = gr.Slider(0, policy.max_tree_nodes, value=start.tree_nodes,
                                     step=1, elem_id="sv-tree-nodes",
                                     label="tree nodes (0 = a chain)", min_width=220,
                                     info="above 0: up to this many candidates, k deep, checked in one target forward")
         c["tree_branch"] = gr.Slider(1, MAX_TREE_BRANCH, value=start.tree_branch, step=1, label="branch",
                                      elem_id="sv-tree-branch", min_width=220,
                                      info="children per node: the draft's top choices")
-    c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=min(start.temperature, policy.max_temperature),
+    c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=start.temperature,
                                  step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
-    c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=min(start.max_new_tokens, policy.max_new_tokens),
+    c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=start.max_new_tokens,
                                     step=1, label="max new tokens", elem_id="sv-max-new")
     with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
         with gr.Row():
