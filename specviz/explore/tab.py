@@ -201,5 +201,6 @@ def _size(ks: list, temperatures: list, prompts: list, seeds: str) -> str:
 def _recorded_status(recorded: RecordedSweep) -> str:
     if recorded.table is None:
         return "No recorded sweep found: pick models and settings and press **Run sweep**."
-    return (f"Showing the recorded sweep **{recorded.name}** ({recorded.table.num_runs} runs): a recording, shown without running a model. "
+    return (f"Showing the recorded sweep **{recorded.name}** ({recorded.table.num_runs} runs): a recording, shown "
+            "without running a model. "
             "Pick a temperature below to compare it with theory, or press **Run sweep** to record your own.")

@@ -20,9 +20,9 @@ from specviz.runner import Runner
 INTRO = ("<div class='sv-tab-intro'><p>Speculative decoding is only lossless when every piece is in place. "
          "Walk through the engine as it is built: <b>A</b> drafts and verifies but cleans nothing up, "
          "<b>B</b> adds the bonus-token carryover (after a fully accepted step the draft is fed its last draft "
-         "d<sub>k</sub> along with the bonus; A feeds it the bonus alone), <b>C</b> zero-fills rejected cache positions, <b>D</b> cuts "
-         "them for real. Each stage runs the same prompt greedily for the same number of new tokens; the "
-         "vermillion vertical line marks the step where its output first leaves what the target alone writes. "
+         "d<sub>k</sub> along with the bonus; A feeds it the bonus alone), <b>C</b> zero-fills rejected cache "
+         "positions, <b>D</b> cuts them for real. Each stage runs the same prompt greedily for the same number "
+         "of new tokens; the vermillion vertical line marks the step where its output first leaves what the target alone writes. "
          "<b>T</b> then keeps D's engine but drafts a token tree: the same prompt as a chain and as a tree, "
          "side by side.</p>"
          "</div>")
@@ -107,5 +107,6 @@ def _recorded_status(recorded: LabSet | None) -> str:
     reference = recorded.reference
     model = reference.config.target if reference else "the default pair"
     return (f"Showing recorded lab runs of **{model}** (greedy, k = {reference.config.k if reference else '?'}, "
-            f"{reference.config.max_new_tokens if reference else '?'} new tokens in every stage): recordings, shown without running a model. "
+            f"{reference.config.max_new_tokens if reference else '?'} new tokens in every stage): recordings, shown "
+            "without running a model. "
             "Pick a stage, scrub through its steps, or run the lab on your own prompt.")

@@ -113,18 +113,19 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
                  f"Drafting fed {_pending_words(cache, pending)}, then the {expanded} tree node{'s' * (expanded != 1)} "
                  "it expanded, one forward per level (a node is fed only to draft its children, so leaves never "
                  f"are): {cache.before} + {pending} + {expanded} = {cache.after_forward}."]
-    unfed = [quoted(tree.nodes[node].token.text) for node in tree.path[kept:]]    # a path's fed nodes come first
+    # Only the path's last node can be unfed: every node before it has an accepted child, so it was expanded.
+    leaf = quoted(tree.nodes[tree.path[-1]].token.text) if len(tree.path) > kept else ""
     if expanded == 0:
         sentences.append("Nothing to cut: no node was fed.")
     else:
         on_path = (f"kept the {kept} fed node{'s' * (kept != 1)} on the accepted path (gathered into place) and "
-                   f"removed the other {cache.cutoff}" if kept else f"removed all {cache.cutoff} (none is on the accepted path)")
-        never = (f"; the accepted {' and '.join(unfed)} {'was' if len(unfed) == 1 else 'were'} never fed (a leaf)"
-                 if unfed else "")
+                   f"removed the other {cache.cutoff}" if kept
+                   else f"removed all {cache.cutoff} (none is on the accepted path)")
+        never = f"; the accepted {leaf} was never fed (a leaf)" if leaf else ""
         sentences.append(f"The gather {on_path}: {expanded} − {kept} = {cache.cutoff}{never}.")
     last = step.emitted[-1] if step.emitted else None
     if last is not None and last.kind != "accepted" and not ends_run:
-        first = f"the accepted {' and '.join(unfed)} and " if unfed else ""
+        first = f"the accepted {leaf} and " if leaf else ""
         sentences.append(f"Next step it is fed {first}the {KIND_WORDS[last.kind]} {quoted(last.text)} first, "
                          "as carryover.")
     return CacheStory(headline("draft", cache), tuple(sentences))

@@ -109,14 +109,16 @@ def _table(step: StepRecord, greedy: bool) -> str:
     if bonus is not None:
         reached = step.num_accepted == step.k
         pick = "the target's argmax here" if greedy else "drawn from p here"
-        why = (f"no drafts this step: {pick}" if step.k == 0 else f"all drafts accepted: {pick}" if reached
-               else "not reached: a draft was rejected")
+        if step.k == 0:
+            place, mark, why = "(no drafts this step)", "target step", f"no drafts this step: {pick}"
+        elif reached:
+            place, mark, why = "(no draft: bonus position)", "bonus", f"all drafts accepted: {pick}"
+        else:
+            place, mark, why = "(not reached)", "", "not reached: a draft was rejected"
         blanks = "<td></td><td></td>" + ("" if greedy else "<td></td><td></td>")
         rows.append(
-            f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>"
-            f"{'(no drafts this step)' if step.k == 0 else '(no draft: bonus position)' if reached else '(not reached)'}"
-            f"</td>{blanks}<td class='sv-verdict'>{'target step' if step.k == 0 else 'bonus' if reached else ''}</td>"
-            f"<td class='sv-why'>{escape(why)}</td>"
+            f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>{place}</td>"
+            f"{blanks}<td class='sv-verdict'>{mark}</td><td class='sv-why'>{escape(why)}</td>"
             f"{_choice(bonus.text, not reached)}<td></td><td>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
