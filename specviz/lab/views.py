@@ -28,7 +28,7 @@ from specviz.run.output_view import TOKENS_PER_STEP_TIP, metric_card
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.run.views import Scrubber, scrubber_for, shown_tree
 from specviz.style import FigureStyle
-from specviz.tokens import percent, visible
+from specviz.tokens import formatted, percent, visible
 from specviz.updates import ComponentFields
 
 REFERENCE = "D"                       # the correct engine: target-only's output in float32 greedy decoding
@@ -203,7 +203,7 @@ def verdict_html(key: str, trace: Trace, reference: Trace | None, diff: Differen
                     f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else "",
                     "accepted drafts / drafts checked"),
         metric_card("tokens per step",
-                    "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+                    formatted(summary.mean_accepted_length, "{:.2f}"),
                     f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
                     else "", TOKENS_PER_STEP_TIP),
         metric_card("target cache at the end", _positions(target), "stale · missing positions",

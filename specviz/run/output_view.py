@@ -9,7 +9,7 @@ from engine.kernel_names import describe_kernel
 from engine.metrics import expected_speedup, expected_tokens_per_step, verified_acceptance
 from engine.trace import Trace
 from specviz.style import LABELS
-from specviz.tokens import percent
+from specviz.tokens import formatted, percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
 TOKENS_PER_STEP_TIP = ("Tokens per step = accepted drafts + 1 (the recovered or bonus token the target adds), averaged "
@@ -51,12 +51,12 @@ def metrics_html(trace: Trace | None) -> str:
                     f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
                     + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
         metric_card("tokens per step",
-                    "–" if summary.mean_accepted_length is None else f"{summary.mean_accepted_length:.2f}",
+                    formatted(summary.mean_accepted_length, "{:.2f}"),
                     f"tokens emitted per step (one target forward each): accepted drafts + 1 recovered or bonus "
                     f"token, so up to k + 1 = {max_k + 1}{model}", TOKENS_PER_STEP_TIP),
         metric_card("target forwards", f"{summary.target_forwards}",
                     f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
-        metric_card("speed", "–" if summary.tokens_per_s is None else f"{summary.tokens_per_s:.1f} tok/s",
+        metric_card("speed", formatted(summary.tokens_per_s, "{:.1f} tok/s"),
                     f"{summary.wall_s:.2f} s wall time"),
     ]
     if summary.estimated_alpha is not None and summary.cost_ratio is not None:
@@ -65,7 +65,7 @@ def metrics_html(trace: Trace | None) -> str:
                                  f"Leviathan et al. with {_alpha_words(config.is_greedy, summary.estimated_alpha)}, "
                                  f"draft/target cost c = {summary.cost_ratio:.2f} (prefill step left out), k = {max_k}"))
     if summary.baseline is not None:
-        cards.append(metric_card("speedup vs target-only", "–" if summary.speedup is None else f"{summary.speedup:.2f}×",
+        cards.append(metric_card("speedup vs target-only", formatted(summary.speedup, "{:.2f}×"),
                                  f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
             f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
