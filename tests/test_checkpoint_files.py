@@ -86,3 +86,61 @@ def test_fresh_reads_equal_tensors_into_their_own_memory_and_refuses_a_renamed_e
     assert torch.equal(files.fresh(name, parameters[name]), parameters[name])   # and copied instead
     assert files._read(name, parameters[name].to(torch.bfloat16)) is None       # a converted dtype: copied
     assert len(CheckpointFiles(tmp_path / "missing")) == 0 and len(CheckpointFiles(None)) == 0
+
+
+def _resident_kb(address: int) -> int:
+    """Resident kilobytes of the mapping that holds `address` (/proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5:
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            inside = start <= address < end
+        elif inside and fields[0] == "Rss:":
+            return int(fields[1])
+    raise AssertionError("no mapping holds that address")
+
+
+def _saved_target(folder: Path) -> tuple[CheckpointFiles, dict[str, torch.Tensor]]:
+    build_tiny_pair(seed=4, hidden_size=512).target.save_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return CheckpointFiles(folder), dict(model.named_parameters())
+
+
+BIG = "model.layers.0.mlp.up_proj.weight"         # 1024 x 512 float32: 2 MB, 512 pages
+
+
+def test_borrowed_lends_a_view_of_the_file_and_drops_its_pages_afterwards(tmp_path):
+    """Oracle: the lent tensor equals the parameter, lies in a mapping of the checkpoint file
+    (not memory of its own), and that mapping's resident size falls back once the block ends."""
+    files, parameters = _saved_target(tmp_path)
+    with files.borrowed(BIG, parameters[BIG]) as lent:
+        address = lent.data_ptr()
+        assert torch.equal(lent, parameters[BIG]) and address != parameters[BIG].data_ptr()
+        assert any(start <= address < end for start, end in _mapped_ranges(tmp_path))
+        touched = _resident_kb(address)
+    assert touched >= parameters[BIG].numel() * 4 // 1024
+    assert _resident_kb(address) < touched - parameters[BIG].numel() * 4 // 1024 + 16
+
+
+def test_without_the_page_drop_the_borrowed_pages_stay_resident(tmp_path, monkeypatch):
+    """The planted bug: no madvise, and the resident-size check above sees the pages stay."""
+    monkeypatch.setattr("engine.loading.checkpoint_files._drop_pages", lambda mapping, entry: None)
+    files, parameters = _saved_target(tmp_path)
+    with files.borrowed(BIG, parameters[BIG]) as lent:
+        address = lent.data_ptr()
+        touched = _resident_kb(address)
+    assert _resident_kb(address) == touched
+
+
+def test_borrowed_lends_a_fresh_copy_when_the_entry_does_not_match_or_pages_cannot_be_dropped(tmp_path, monkeypatch):
+    files, parameters = _saved_target(tmp_path)
+    files._entries[BIG] = files._entries["model.layers.0.mlp.gate_proj.weight"]   # planted: the wrong tensor
+    with files.borrowed(BIG, parameters[BIG]) as lent:
+        assert torch.equal(lent, parameters[BIG])
+        assert not any(start <= lent.data_ptr() < end for start, end in _mapped_ranges(tmp_path))
+    monkeypatch.setattr("engine.loading.checkpoint_files.PAGES_CAN_BE_DROPPED", False)   # e.g. macOS
+    other = "model.layers.0.self_attn.q_proj.weight"
+    with files.borrowed(other, parameters[other]) as lent:
+        assert torch.equal(lent, parameters[other])
+        assert not any(start <= lent.data_ptr() < end for start, end in _mapped_ranges(tmp_path))

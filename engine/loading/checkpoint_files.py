@@ -1,13 +1,24 @@
-"""Read a model's weights from its safetensors files with plain reads, one tensor at a time.
+"""Read a model's weights from its safetensors files one tensor at a time, never all at once.
 
 `from_pretrained` memory-maps safetensors files: a parameter is a view of the file's
 pages, which become resident (and count in the process's memory) once read, and stay
 so while any parameter of that file is alive. Repacking every linear layer for faster
 kernels (engine/loading/cpu_kernels.py) reads every weight once, so the mapped pages
 of the whole model and its repacked copy would be resident together: twice the
-model. `CheckpointFiles.fresh` instead reads one tensor with an ordinary file read
-into memory of its own; once every parameter has been repacked or replaced by such a
-copy, nothing refers to the mapping and the operating system unmaps it.
+model. Two ways around it:
+
+- `CheckpointFiles.borrowed` lends a weight that is read once (to be repacked or
+  quantized) as a view of this object's own mapping of the file, and when the
+  conversion is done drops that tensor's pages from the process (`madvise`
+  MADV_DONTNEED; they stay in the operating system's page cache for the next start).
+  No copy is made: a warm start of the default pair repacks its target in about a
+  third of the time a read into fresh memory took (docs/benchmark.md). Where madvise
+  is missing (not Linux) it lends a fresh copy instead.
+- `CheckpointFiles.fresh` reads a tensor that is kept (a bias, a norm) with an
+  ordinary file read into memory of its own.
+
+Once every parameter has been converted or replaced by a fresh copy, nothing refers to
+`from_pretrained`'s mapping and the operating system unmaps it.
 
 A tensor is read from a file only when the file's entry has the parameter's dtype and
 shape and agrees with the mapped parameter on its first and last rows (a check that
@@ -21,7 +32,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import struct
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +46,7 @@ import torch
 SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64,
                       "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8}
 MAX_HEADER_BYTES = 100 * 1024 * 1024
+PAGES_CAN_BE_DROPPED = sys.platform.startswith("linux") and hasattr(mmap, "MADV_DONTNEED")
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,8 @@ class CheckpointFiles:
     def __init__(self, folder: str | Path | None):
         self._entries: dict[str, _Entry] = {}
         self._paths: list[Path] = []
+        self._mappings: dict[Path, mmap.mmap] = {}   # opened by `borrowed`, one per file
+        self._mapping_lock = threading.Lock()
         self.folder: Path | None = None          # the folder, resolved, when it holds safetensors files
         directory = Path(folder) if folder is not None else None
         if directory is None or not directory.is_dir():
@@ -80,16 +99,69 @@ class CheckpointFiles:
         read = self._read(name, mapped)
         return read if read is not None else mapped.detach().clone()
 
-    def _read(self, name: str, mapped: torch.Tensor) -> torch.Tensor | None:
+    @contextmanager
+    def borrowed(self, name: str, mapped: torch.Tensor) -> Iterator[torch.Tensor]:
+        """`mapped` (the parameter called `name`) for a conversion that reads it once and keeps
+        only its result: a view of this object's own mapping of the file when the entry matches
+        (module docstring), whose pages leave the process when the block ends; else a fresh copy.
+        The view must not be kept past the block (its pages would be read from the file again)."""
+        entry = self._matching_entry(name, mapped)
+        mapping = self._mapping(entry.path) if entry is not None and PAGES_CAN_BE_DROPPED else None
+        view = None if mapping is None else _view(mapping, entry)
+        if view is None or not _same_ends(view, mapped):
+            yield self.fresh(name, mapped)
+            return
+        try:
+            yield view
+        finally:
+            del view
+            _drop_pages(mapping, entry)
+
+    def _mapping(self, path: Path) -> mmap.mmap | None:
+        """This object's copy-on-write mapping of one file (never written: copy-on-write only
+        because torch makes tensors of writable buffers), opened once; None when it cannot be."""
+        with self._mapping_lock:
+            if path not in self._mappings:
+                try:
+                    with path.open("rb") as handle:
+                        self._mappings[path] = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+                except (OSError, ValueError):
+                    return None
+            return self._mappings[path]
+
+    def _matching_entry(self, name: str, mapped: torch.Tensor) -> _Entry | None:
+        """The file entry called `name` when its dtype and shape are the parameter's (the rows are
+        compared once read)."""
         entry = self._entries.get(name)
         if (entry is None or mapped.device.type != "cpu" or entry.dtype != mapped.dtype
                 or entry.shape != tuple(mapped.shape) or mapped.numel() == 0):
             return None
-        tensor = _read_entry(entry)
-        if tensor is None or (tensor.dim() > 0 and not (torch.equal(tensor[0], mapped[0])
-                                                        and torch.equal(tensor[-1], mapped[-1]))):
-            return None
-        return tensor
+        return entry
+
+    def _read(self, name: str, mapped: torch.Tensor) -> torch.Tensor | None:
+        entry = self._matching_entry(name, mapped)
+        tensor = None if entry is None else _read_entry(entry)
+        return tensor if tensor is not None and _same_ends(tensor, mapped) else None
+
+
+def _view(mapping: mmap.mmap, entry: _Entry) -> torch.Tensor | None:
+    """The entry's tensor as a view of the mapping (no copy); None when the file is shorter than its header says."""
+    if entry.end > len(mapping):
+        return None
+    count = (entry.end - entry.start) // entry.dtype.itemsize
+    return torch.frombuffer(mapping, dtype=entry.dtype, count=count, offset=entry.start).reshape(entry.shape)
+
+
+def _drop_pages(mapping: mmap.mmap, entry: _Entry) -> None:
+    """Take the entry's pages out of the process (a later read would fault them in from the page
+    cache again: the mapping is never written, so nothing is lost)."""
+    first_page = entry.start - entry.start % mmap.PAGESIZE
+    mapping.madvise(mmap.MADV_DONTNEED, first_page, entry.end - first_page)
+
+
+def _same_ends(tensor: torch.Tensor, mapped: torch.Tensor) -> bool:
+    """True when the first and last rows agree: the entry holds the parameter, not a renamed neighbour."""
+    return tensor.dim() == 0 or (torch.equal(tensor[0], mapped[0]) and torch.equal(tensor[-1], mapped[-1]))
 
 
 def read_tensors(path: Path) -> dict[str, torch.Tensor]:

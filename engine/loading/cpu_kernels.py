@@ -19,9 +19,10 @@ Two changes to a loaded model, both for the CPU only, each behind a probe
   proposals (and the acceptance rate) can move.
 
 Memory: a model loaded by `from_pretrained` maps its safetensors files; each weight is
-read from the file with a plain read (`CheckpointFiles`), converted, and dropped, and
-`release_mapped_weights` gives every other parameter memory of its own, so nothing keeps
-the mapping alive: the process holds the converted model once, not beside the mapped one.
+lent by `CheckpointFiles.borrowed` (a view of the file whose pages leave the process once
+converted), converted, and dropped, and `release_mapped_weights` gives every other
+parameter memory of its own, so nothing keeps the mapping alive: the process holds the
+converted model once, not beside the mapped one.
 """
 
 from __future__ import annotations
@@ -135,9 +136,9 @@ def _linear_slots(model: nn.Module) -> list[Slot]:
 
 def _swap_in_parallel(model: nn.Module, convert: Callable[[torch.Tensor, torch.Tensor | None], nn.Module],
                       files: CheckpointFiles) -> int:
-    """Replace each nn.Linear by convert(weight, bias), the weight read from `files` under the
+    """Replace each nn.Linear by convert(weight, bias), the weight lent by `files` under the
     parameter's first name (a head tied to the embedding table reads the table's entry).
-    The conversions run on every torch thread (file reads and the kernels release the GIL), at
+    The conversions run on every torch thread (page faults and the kernels release the GIL), at
     most one per thread at a time, largest first, each slot refilled as soon as its conversion
     ends: the vocabulary head (the slowest) runs beside the small ones instead of holding a
     lockstep batch. No reference to a converted layer's weight is kept, so memory grows by a
@@ -150,7 +151,8 @@ def _swap_in_parallel(model: nn.Module, convert: Callable[[torch.Tensor, torch.T
     def convert_layer(layer: nn.Linear) -> nn.Module:
         weight, bias = layer.weight, layer.bias
         fresh_bias = None if bias is None else files.fresh(names.get(id(bias), ""), bias.data)
-        return convert(files.fresh(names.get(id(weight), ""), weight.data), fresh_bias)
+        with files.borrowed(names.get(id(weight), ""), weight.data) as source:
+            return convert(source, fresh_bias)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         running: dict = {}
