@@ -131,6 +131,27 @@ def expected_speedup(alpha: float, k: int, cost_ratio: float, verify_cost: float
     return expected_tokens_per_step(alpha, k) / (k * cost_ratio + verify_cost)
 
 
+def verify_cost(steps: Sequence[StepRecord], baseline: BaselineStats | None) -> float | None:
+    """v = one verify forward's time / one target-only token's time: the verify ms per step after
+    the first (step_costs) against the target-only run's wall time per token (its prompt's prefill
+    included, a few percent over a long run). None without a timed baseline."""
+    costs = step_costs(steps)
+    if costs is None or baseline is None or not baseline.tokens_per_s:
+        return None
+    return costs[1] / (1000.0 / baseline.tokens_per_s)
+
+
+def steady_speedup(steps: Sequence[StepRecord], baseline: BaselineStats | None) -> float | None:
+    """The speedup over target-only of the steps after the first: their emitted tokens per second of
+    their own wall time, against the target-only run's tokens per second. The first step also
+    prefills the prompt in both models, which the run's speedup pays for and the model leaves out."""
+    later = steps[1:]
+    seconds = sum(step.timing.total for step in later) / 1000.0
+    if not later or seconds <= 0 or baseline is None or not baseline.tokens_per_s:
+        return None
+    return sum(step.num_emitted for step in later) / seconds / baseline.tokens_per_s
+
+
 # The i.i.d. acceptance model: each draft accepted with probability a, independently. The number
 # accepted in a step of k drafts is then truncated-geometric: P(n) = a^n (1 - a) for n < k, P(k) = a^k.
 

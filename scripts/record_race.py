@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
-    pair = load_pair(preset=args.preset, progress=lambda fraction, message: print(f"{fraction:4.0%} {message}"))
+    pair = load_pair(preset=args.preset, draft_dtype="auto",            # what the app loads
+                     progress=lambda fraction, message: print(f"{fraction:4.0%} {message}"))
     for update in run_race(pair, args.prompt, SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens)):
         if update.race is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)

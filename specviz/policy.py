@@ -19,6 +19,7 @@ from specviz.runner import ModelChoice, RunRequest
 from specviz.space import on_space
 
 HOSTED_ENV = "SPECVIZ_HOSTED"
+MIN_TOP_P = 0.05            # the top-p slider's floor (top-p 0 would keep no token)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -69,11 +70,12 @@ class Policy:
         self.check_ranges(config.k, config.max_new_tokens, config.temperature, config.tree_nodes)
 
     def within(self, config: SpecConfig) -> SpecConfig:
-        """`config` with each control this server bounds held to its bound: what the page's sliders
-        show for it (a recorded run made elsewhere may go past them)."""
+        """`config` with each control this server bounds held to its bound, and top-p to its slider's
+        floor: what the page's sliders show for it (a recorded run made elsewhere may go past them)."""
         return config.replace(k=min(config.k, self.max_k), temperature=min(config.temperature, self.max_temperature),
                               max_new_tokens=min(config.max_new_tokens, self.max_new_tokens),
-                              tree_nodes=min(config.tree_nodes, self.max_tree_nodes))
+                              tree_nodes=min(config.tree_nodes, self.max_tree_nodes),
+                              top_p=max(config.top_p, MIN_TOP_P))
 
     def check_ranges(self, k: int, max_new_tokens: int, temperature: float, tree_nodes: int = 0) -> None:
         """The controls this server bounds, each in its range (ConfigError naming the range otherwise)."""

@@ -16,7 +16,7 @@ from engine.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
 from specviz.controls import Controls
-from specviz.policy import Policy
+from specviz.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
 from specviz.runner import CUSTOM
@@ -195,6 +195,9 @@ def test_a_recorded_run_is_offered_and_sets_the_controls():
         out = RecordedRuns(DemoTrace(tree, "t.json"), policy).show("t.json", False, None)
         controls = dict(zip(CONTROL_FIELDS, out[len(NAMES):]))
         assert controls["tree_nodes"]["value"] == nodes and controls["tree_branch"]["value"] == 3
+    no_top_p = dataclasses.replace(sampled, config=sampled.config.replace(top_p=0.01))  # below the slider's floor
+    controls = dict(zip(CONTROL_FIELDS, RecordedRuns(DemoTrace(no_top_p, "p.json")).show("p.json", False, None)[len(NAMES):]))
+    assert controls["top_p"]["value"] == MIN_TOP_P
     with pytest.raises(gr.Error, match="no recorded trace named"):
         runs.show("missing.json", False, None)
     assert [name for _, name in RecordedRuns(DemoTrace(greedy, "g.json")).choices()] == ["g.json"]

@@ -180,3 +180,17 @@ def test_a_lab_trace_in_the_run_tab_says_one_thing_about_exactness():
     html = metrics_html(contradicting)
     assert "allowed here: not guaranteed" in html and "please report it" not in html
     assert escape(Exactness.UP_TO_ROUNDING.note) not in html
+
+
+def test_the_predicted_speedup_uses_the_measured_verify_cost_and_names_the_prefill():
+    """Hand-computed oracle. Fake steps: 12 ms per draft token, 40 ms per verify, 12 k + 45 ms per step,
+    α = 0.7, k = 4, so c = 12 / 40 = 0.30 and E = (1 − 0.7⁵) / 0.3 = 2.773; a target-only run at 20 tok/s
+    is 50 ms per token, so v = 40 / 50 = 0.80. Leviathan et al. (v = 1): 2.773 / 2.2 = 1.26×; at the
+    measured v: 1.26 / 0.8 = 1.58×. The steps after the first emit 2 + 1 + 3 = 6 tokens in 3 × 93 ms:
+    21.5 tok/s, 1.08× the target-only run."""
+    trace = make_trace([4, 1, 0, 2], baseline=BaselineStats(tokens_per_s=20.0, identical=True, wall_s=1.0))
+    card = unescape(metrics_html(trace)).split("predicted speedup")[1].split("speedup vs target-only")[0]
+    assert ">1.58×<" in card and "v = 0.80, this run's verify forward" in card and "take v = 1: 1.26×" in card
+    assert "the steps after the first ran at 1.08×" in card and "also pays for step 0" in card
+    alone = unescape(metrics_html(make_trace([4, 1, 0, 2]))).split("predicted speedup")[1]
+    assert ">1.26×<" in alone and "v = 1 (their assumption" in alone and "steps after the first" not in alone

@@ -56,5 +56,4 @@ class RecordedRuns:
         views = render(trace, status_for(name, trace), selected=first, style=FigureStyle.for_screen(large, width))
         config = self.policy.within(trace.config)
         values = {"prompt": trace.prompt.text, **{field: getattr(config, field) for field in CONTROL_FIELDS[1:]}}
-        values.update(top_p=max(config.top_p, 0.05))      # the top-p slider's floor
         return (*views.outputs(), *(gr.update(value=values[field]) for field in CONTROL_FIELDS))

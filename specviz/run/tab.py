@@ -13,7 +13,7 @@ from engine.config import (DRAFT_DTYPES, DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER,
                            SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
-from specviz.policy import Policy
+from specviz.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
@@ -126,7 +126,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
                                     step=1, label="max new tokens", elem_id="sv-max-new")
     with gr.Accordion("More settings: top-p, top-k, seed, precision", open=False, elem_id="sv-more"):
         with gr.Row():
-            c["top_p"] = gr.Slider(0.05, 1.0, value=max(start.top_p, 0.05), step=0.05, label="top-p", min_width=120)
+            c["top_p"] = gr.Slider(MIN_TOP_P, 1.0, value=start.top_p, step=0.05, label="top-p", min_width=120)
             c["top_k"] = gr.Number(value=start.top_k, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
         with gr.Row():
             c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
