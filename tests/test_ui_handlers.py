@@ -196,7 +196,8 @@ def test_a_recorded_run_is_offered_and_sets_the_controls():
         controls = dict(zip(CONTROL_FIELDS, out[len(NAMES):]))
         assert controls["tree_nodes"]["value"] == nodes and controls["tree_branch"]["value"] == 3
     no_top_p = dataclasses.replace(sampled, config=sampled.config.replace(top_p=0.01))  # below the slider's floor
-    controls = dict(zip(CONTROL_FIELDS, RecordedRuns(DemoTrace(no_top_p, "p.json")).show("p.json", False, None)[len(NAMES):]))
+    shown = RecordedRuns(DemoTrace(no_top_p, "p.json")).show("p.json", False, None)
+    controls = dict(zip(CONTROL_FIELDS, shown[len(NAMES):]))
     assert controls["top_p"]["value"] == MIN_TOP_P
     with pytest.raises(gr.Error, match="no recorded trace named"):
         runs.show("missing.json", False, None)

@@ -77,8 +77,9 @@ def _predicted_card(trace: Trace, k: int) -> str:
     alpha, c = summary.estimated_alpha, summary.cost_ratio
     v = verify_cost(trace.steps, summary.baseline)
     at_one = expected_speedup(alpha, k, c)
-    terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with {_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, "
-             f"c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
+    terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with "
+             f"{_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, c = {c:.2f} (a draft token's time / a "
+             "verify forward's, prefill step left out)")
     if v is None:
         return metric_card("predicted speedup", f"{at_one:.2f}×",
                            f"{terms} and v = 1 (their assumption: a verify forward costs one target-only token)")
