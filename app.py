@@ -24,15 +24,15 @@ use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, w
 from engine.background_load import BackgroundLoad, LoadStatus  # noqa: E402
 from engine.config import DEVICES, NGRAM_DRAFTER, ConfigError  # noqa: E402
 from engine.decode.compute_thread import ComputeThread, StepsOnComputeThread  # noqa: E402
-from engine.sweep_format import sweep_document  # noqa: E402
-from engine.trace import Trace  # noqa: E402
+from engine.formats.sweep_format import sweep_document  # noqa: E402
+from engine.formats.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
 from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
 from specviz.theme import css, theme  # noqa: E402
 
-MAX_UPLOAD = "20mb"        # engine.trace.MAX_TRACE_BYTES
+MAX_UPLOAD = "20mb"        # engine.formats.trace.MAX_TRACE_BYTES
 MAX_LOADED_PAIRS = 2       # pairs kept in memory; the least recently used is dropped first
 QUEUE_SIZE = 32            # runs waiting at once; one more gets "busy, please try again"
 MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is kept; the oldest go first

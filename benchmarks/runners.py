@@ -16,7 +16,7 @@ from engine.config import SpecConfig
 from engine.decode.adaptive import DrafterCosts
 from engine.decode.pair import ModelPair
 from engine.decode.speculative import SpeculativeEngine
-from engine.kernel_names import STOCK
+from engine.runtime.kernel_names import STOCK
 from engine.loading.models import load_pair
 
 Outputs = dict[str, tuple[int, ...]]

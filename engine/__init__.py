@@ -1,6 +1,6 @@
 """SpecViz engine: speculative decoding with a step-by-step trace recorder.
 
-The public names are loaded lazily, so `engine.trace`, `engine.config` and
+The public names are loaded lazily, so `engine.formats.trace`, `engine.config` and
 `engine.metrics` (pure Python) can be imported by the UI without pulling in torch.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 _EXPORTS = {
     "SpecConfig": "engine.config",
     "ConfigError": "engine.config",
-    "Trace": "engine.trace",
-    "TraceFormatError": "engine.trace",
+    "Trace": "engine.formats.trace",
+    "TraceFormatError": "engine.formats.trace",
     "StepRecord": "engine.records",
     "load_pair": "engine.loading.models",
     "ModelPair": "engine.decode.pair",

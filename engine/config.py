@@ -99,7 +99,7 @@ class SpecConfig:
     device: str = ""
     draft_dtype: str = ""
     target_dtype: str = ""
-    draft_kernel: str = ""           # engine/kernel_names.py; "" for n-gram drafting or a trace from before
+    draft_kernel: str = ""           # engine/runtime/kernel_names.py; "" for n-gram drafting or a trace from before
     target_kernel: str = ""
 
     def __post_init__(self) -> None:

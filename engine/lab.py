@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from engine.config import SpecConfig
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 
 @dataclass(frozen=True)

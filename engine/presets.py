@@ -23,6 +23,12 @@ class ModelLoadError(ValueError):
     """A model could not be loaded; the message is one readable sentence for the user."""
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, for one-sentence errors (ModelLoadError's and others)."""
+    text = str(error).strip().splitlines()
+    return text[0].rstrip(".") if text else type(error).__name__
+
+
 def looks_like_path(reference: str) -> bool:
     """True when `reference` names a file or folder rather than a Hub id or an embedded model:
     spelled like a path (starts with /, . or ~, holds a backslash or "..", has a drive letter,

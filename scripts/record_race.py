@@ -1,4 +1,4 @@
-"""Record a race (engine/race.py) with real models and save it as JSON, e.g. the Race tab's
+"""Record a race (engine/formats/race.py) with real models and save it as JSON, e.g. the Race tab's
 bundled one: `.venv/bin/python scripts/record_race.py --out assets/races/qwen-coder.json`."""
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.race import Race, RaceFormatError
-from engine.sweep_format import SweepFormatError
-from engine.sweep_reader import SweepTable
-from engine.trace import Trace, TraceFormatError
+from engine.formats.race import Race, RaceFormatError
+from engine.formats.sweep_format import SweepFormatError
+from engine.formats.sweep_reader import SweepTable
+from engine.formats.trace import Trace, TraceFormatError
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 DEMO_TRACE = "qwen-coder-greedy.json"   # recorded with the default pair; preferred on the first screen

@@ -12,7 +12,7 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.race import Race
+from engine.formats.race import Race
 from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_lab_traces, load_recorded_race,
                             load_recorded_sweep)
 from specviz.explore.tab import explore_tab

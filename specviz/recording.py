@@ -8,7 +8,7 @@ import threading
 
 import gradio as gr
 
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.runner import ProgressFn, RunRequest, Runner, RunnerError
 
 LOG = logging.getLogger(__name__)

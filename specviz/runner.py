@@ -12,9 +12,9 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from engine.background_load import LoadStatus
 from engine.config import MODEL_DRAFTER, SpecConfig
-from engine.race import RaceProgress
+from engine.formats.race import RaceProgress
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 ProgressFn = Callable[[float, str], None]   # (fraction 0..1, message)
 CUSTOM = "custom"                           # preset choice meaning "use the draft/target boxes"
@@ -121,7 +121,7 @@ class Runner(Protocol):
     def race(self, request: RunRequest, progress: ProgressFn,
              should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
         """Load the pair on the first `next()`, decode the prompt target-only, then speculatively, yielding
-        progress; the last update holds the race (engine/race.py). Nothing more once `should_stop()`."""
+        progress; the last update holds the race (engine/formats/race.py). Nothing more once `should_stop()`."""
         ...
 
     def load_status(self) -> LoadStatus | None:

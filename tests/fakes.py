@@ -12,7 +12,7 @@ from typing import Callable, Iterator, Sequence
 from engine.config import ConfigError
 from engine.metrics import BaselineStats
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from race_factory import make_race
 from specviz.runner import (LoadStatus, PresetInfo, ProgressFn, RaceProgress, RunnerError, RunRequest, SweepRequest,
                             SweepUpdate)

@@ -25,7 +25,7 @@ from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, to_probs
 from engine.loading.tiny import build_tiny_pair
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 FALSE_ALARM = 1e-4         # probability that the law test fails a correct engine
 MIN_EXPECTED = 5           # cells expected to hold fewer samples are pooled into one

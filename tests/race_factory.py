@@ -1,11 +1,11 @@
-"""Hand-built races (engine/race.py) for UI and reader tests: no model, chosen timings."""
+"""Hand-built races (engine/formats/race.py) for UI and reader tests: no model, chosen timings."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from engine.config import SpecConfig
-from engine.race import LaneToken, Race, RaceStep, SpeculativeLane, TargetOnlyLane, TimedToken
+from engine.formats.race import LaneToken, Race, RaceStep, SpeculativeLane, TargetOnlyLane, TimedToken
 
 
 def make_race(accepted: Sequence[int] = (3, 1, 0, 3, 2), k: int = 3, token_s: float = 0.2, step_s: float = 0.3,

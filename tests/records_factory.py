@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config import SpecConfig
 from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
-from engine.trace import TextTokens, Trace
+from engine.formats.trace import TextTokens, Trace
 
 
 def make_step(index: int, k: int, num_accepted: int, context_len: int = 10, first_id: int = 1,

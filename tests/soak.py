@@ -30,7 +30,7 @@ from gradio_client import Client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.trace import Trace  # noqa: E402
+from engine.formats.trace import Trace  # noqa: E402
 from ui_server import free_port  # noqa: E402
 
 PROMPTS = ("def fibonacci(n):", "The quick brown fox", "SELECT name FROM users WHERE", "Once upon a time, a",

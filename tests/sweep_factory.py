@@ -2,7 +2,7 @@
 
 `make_sweep(ks=(1, 2, 4), temperatures=(0.0, 0.7))` gives one cell per (k, T) whose
 speedup, acceptance and a follow simple formulas of k and T (overridable), shaped like
-engine.sweep_format.sweep_document's output.
+engine.formats.sweep_format.sweep_document's output.
 """
 
 from __future__ import annotations

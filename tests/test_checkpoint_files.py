@@ -1,4 +1,4 @@
-"""Weights read from their files as they are converted (engine/loading/checkpoint_files.py): the
+"""Weights read from their files as they are converted (engine/runtime/cpu/checkpoint_files.py): the
 fast pair ends up holding no reference to the memory-mapped safetensors files, so the process does
 not keep the mapped model resident beside its converted copy. Oracle: /proc/self/maps (Linux, the
 only OS CI runs on) and tensor equality with the mapped parameters."""
@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.loading.checkpoint_files import CheckpointFiles
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.loading.tiny import build_tiny_pair
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
@@ -125,7 +125,7 @@ def test_borrowed_lends_a_view_of_the_file_and_drops_its_pages_afterwards(tmp_pa
 
 def test_without_the_page_drop_the_borrowed_pages_stay_resident(tmp_path, monkeypatch):
     """The planted bug: no madvise, and the resident-size check above sees the pages stay."""
-    monkeypatch.setattr("engine.loading.checkpoint_files._drop_pages", lambda mapping, entry: None)
+    monkeypatch.setattr("engine.runtime.cpu.checkpoint_files._drop_pages", lambda mapping, entry: None)
     files, parameters = _saved_target(tmp_path)
     with files.borrowed(BIG, parameters[BIG]) as lent:
         address = lent.data_ptr()
@@ -139,7 +139,7 @@ def test_borrowed_lends_a_fresh_copy_when_the_entry_does_not_match_or_pages_cann
     with files.borrowed(BIG, parameters[BIG]) as lent:
         assert torch.equal(lent, parameters[BIG])
         assert not any(start <= lent.data_ptr() < end for start, end in _mapped_ranges(tmp_path))
-    monkeypatch.setattr("engine.loading.checkpoint_files.PAGES_CAN_BE_DROPPED", False)   # e.g. macOS
+    monkeypatch.setattr("engine.runtime.cpu.checkpoint_files.PAGES_CAN_BE_DROPPED", False)   # e.g. macOS
     other = "model.layers.0.self_attn.q_proj.weight"
     with files.borrowed(other, parameters[other]) as lent:
         assert torch.equal(lent, parameters[other])

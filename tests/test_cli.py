@@ -13,7 +13,7 @@ import pytest
 
 from engine.cli.machine import describe_machine
 from engine.cli.main import main
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["run", "--preset", "tiny-random", "--prompt", "Hello", "--max-new-tokens", "12"]

@@ -1,4 +1,4 @@
-"""CPU kernels (engine/loading/cpu_kernels.py, kernel_modules.py): prepacked linears compute what
+"""CPU kernels (engine/runtime/cpu/kernels.py, kernel_modules.py): prepacked linears compute what
 nn.Linear does, the int8 draft's layers what F.linear does on their dequantized weights, and an
 int8 draft with a prepacked target leaves greedy output identical to the plain target's. The
 probes' fallbacks are in tests/test_kernel_probe.py."""
@@ -12,10 +12,10 @@ from torch import nn
 from transformers import GenerationConfig
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
-from engine.loading.cpu_kernels import (bf16_prepack_supported, can_prepack, kernel_of, packed_layer_count,
+from engine.runtime.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
+from engine.runtime.cpu.kernels import (bf16_prepack_supported, can_prepack, kernel_of, packed_layer_count,
                                         prepack_linear_layers, quantize_int8)
-from engine.loading.kernel_modules import Int8Linear, PackedLinear
+from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
 from engine.loading.tiny import build_tiny_pair
 
 PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding", "abcabcabc", "zz"]

@@ -17,7 +17,7 @@ from engine.decode.generation import Generation
 from engine.decode.kv import KVCache
 from engine.lab import cache_drift
 from engine.loading.tiny import build_tiny_pair
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from oracles import CACHE_PROMPT, assert_cache_equals_prefill, assert_caches_match_prefill_every_step
 
 

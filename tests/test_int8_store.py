@@ -1,4 +1,4 @@
-"""Saved int8 quantizations (engine/loading/int8_store.py): a warm start loads the draft's int8
+"""Saved int8 quantizations (engine/runtime/cpu/int8_store.py): a warm start loads the draft's int8
 layers instead of quantizing, and a saved file that is stale or corrupt is refused and rebuilt.
 Oracles: the layers a fresh quantization produces (bit-equal tensors), and the file on disk."""
 
@@ -14,10 +14,10 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.cpu_kernels import can_quantize_int8, quantize_int8
-from engine.loading.int8_store import KEY_FIELD, STORE_FOLDER, Int8Store
-from engine.loading.kernel_modules import Int8Linear
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles
+from engine.runtime.cpu.kernels import can_quantize_int8, quantize_int8
+from engine.runtime.cpu.int8_store import KEY_FIELD, STORE_FOLDER, Int8Store
+from engine.runtime.cpu.kernel_modules import Int8Linear
 from engine.loading.tiny import build_tiny_pair
 
 pytestmark = pytest.mark.skipif(not can_quantize_int8(), reason="the int8 kernel does not run on this CPU")

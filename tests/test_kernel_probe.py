@@ -1,4 +1,4 @@
-"""Probes and fallbacks (engine/loading/kernel_probe.py): each fast kernel is checked once at load
+"""Probes and fallbacks (engine/runtime/cpu/kernel_probe.py): each fast kernel is checked once at load
 against F.linear; a missing operator, a refusing CPU or a kernel that computes something else
 leaves the stock kernel in place, says why, and the trace's config names what really ran.
 Planted bugs (monkeypatched operators) must be caught by the probe."""
@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from engine import SpecConfig, SpeculativeEngine, load_pair
-from engine.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK, describe_kernel
-from engine.loading import kernel_probe
-from engine.loading.cpu_kernels import can_prepack, packed_layer_count, prepack_linear_layers
+from engine.runtime.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK, describe_kernel
+from engine.runtime.cpu import kernel_probe
+from engine.runtime.cpu.kernels import can_prepack, packed_layer_count, prepack_linear_layers
 from engine.presets import ModelLoadError
-from engine.trace import Trace
-from engine.trace_reader import parse_trace
+from engine.formats.trace import Trace
+from engine.formats.trace_reader import parse_trace
 
 
 def test_both_probes_pass_here_and_on_any_x86_cpu_for_float32():

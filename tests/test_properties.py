@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from engine.config import ConfigError, SpecConfig
-from engine.trace import Trace, TraceFormatError
+from engine.formats.trace import Trace, TraceFormatError
 from engine.decode.verify import accept_greedy, accept_sampling
 from records_factory import make_trace
 from specviz.controls import Controls

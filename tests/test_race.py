@@ -1,4 +1,4 @@
-"""Races (engine/race.py, engine/decode/race_run.py) on the real tiny-random pair: each lane against
+"""Races (engine/formats/race.py, engine/decode/race_run.py) on the real tiny-random pair: each lane against
 its oracle (target-only greedy decoding; the speculative engine's own trace of the same run),
 times that only move forward, Stop, a planted bug the oracle catches; and the JSON form, which
 reads back exactly and refuses a bad file with its field's path."""
@@ -13,7 +13,7 @@ import engine.decode.race_run as race_run
 from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.models import load_pair
-from engine.race import RACE_SCHEMA, Race, RaceFormatError
+from engine.formats.race import RACE_SCHEMA, Race, RaceFormatError
 from race_factory import make_race
 
 PROMPT = "def fib(n):"

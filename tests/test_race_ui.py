@@ -11,7 +11,7 @@ import re
 import gradio as gr
 import pytest
 
-from engine.race import Race
+from engine.formats.race import Race
 from fakes import FakeRunner
 from race_factory import make_race
 from specviz.layout import build_demo

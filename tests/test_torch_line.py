@@ -1,6 +1,7 @@
-"""The torch line (docs/architecture.md): engine/'s top-level modules are the torch-free core
-that the UI imports; engine/decode/ and engine/loading/ are where torch lives. Each core module
-must import with torch and transformers made unimportable, in a fresh interpreter."""
+"""The torch line (docs/architecture.md): engine/'s top-level modules, the document formats
+(engine/formats/) and the kernel-name table are the torch-free core that the UI imports;
+engine/decode/, engine/loading/ and engine/runtime/'s device folders are where torch lives. Each
+core module must import with torch and transformers made unimportable, in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ sys.meta_path.insert(0, Block())
 
 
 def core_modules() -> list[str]:
-    return sorted(f"engine.{path.stem}" for path in (ROOT / "engine").glob("*.py") if path.stem != "__main__")
+    top = [f"engine.{path.stem}" for path in (ROOT / "engine").glob("*.py") if path.stem != "__main__"]
+    formats = [f"engine.formats.{path.stem}" for path in (ROOT / "engine" / "formats").glob("*.py")]
+    return sorted(top + formats + ["engine.runtime", "engine.runtime.kernel_names"])
 
 
 def import_with_torch_blocked(modules: list[str]) -> subprocess.CompletedProcess:
@@ -30,8 +33,8 @@ def import_with_torch_blocked(modules: list[str]) -> subprocess.CompletedProcess
 
 def test_every_core_engine_module_imports_without_torch_transformers_gradio_or_plotly():
     modules = core_modules()
-    assert {"engine.config", "engine.records", "engine.trace", "engine.metrics", "engine.presets",
-            "engine.lab"} <= set(modules)
+    assert {"engine.config", "engine.records", "engine.formats.trace", "engine.formats.sweep_reader",
+            "engine.metrics", "engine.presets", "engine.lab", "engine.runtime.kernel_names"} <= set(modules)
     result = import_with_torch_blocked(modules)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 

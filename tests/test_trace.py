@@ -9,7 +9,7 @@ import pytest
 
 from engine.metrics import BaselineStats, expected_speedup, expected_tokens_per_step
 from engine.records import StepTiming
-from engine.trace import SCHEMA, SCHEMA_V1, Trace, TraceFormatError
+from engine.formats.trace import SCHEMA, SCHEMA_V1, Trace, TraceFormatError
 from records_factory import make_trace
 from trace_factory import V1_FIXTURE
 

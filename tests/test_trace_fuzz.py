@@ -32,12 +32,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from engine.metrics import BaselineStats
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR
 from specviz.run.handlers import Handlers
 from specviz.lab.views import REFERENCE, LabSet, render_lab
-from engine.trace import first_steps
+from engine.formats.trace import first_steps
 from specviz.style import FigureStyle
 from trace_factory import make_trace
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from engine.trace import Trace, TraceFormatError
+from engine.formats.trace import Trace, TraceFormatError
 from specviz.run.views import render
 from trace_factory import make_trace
 

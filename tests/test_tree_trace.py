@@ -12,7 +12,7 @@ import pytest
 from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.tiny import build_tiny_pair
-from engine.trace import Trace, TraceFormatError
+from engine.formats.trace import Trace, TraceFormatError
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client
 
 from app import EngineRunner
-from engine.trace import MAX_TRACE_BYTES
+from engine.formats.trace import MAX_TRACE_BYTES
 from fakes import FakeRunner
 from specviz.controls import MAX_PROMPT_CHARS
 from specviz.run.handlers import Handlers

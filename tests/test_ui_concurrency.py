@@ -27,8 +27,8 @@ from engine.cli.main import main as cli_main
 from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.models import load_pair
-from engine.race import Race
-from engine.trace import Trace
+from engine.formats.race import Race
+from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.run.views import Views
 from ui_server import serve

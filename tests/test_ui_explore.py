@@ -15,9 +15,9 @@ import pytest
 from app import EngineRunner
 from engine.cli.sweep import write_sweep
 from engine.config import SpecConfig
-from engine.sweep_format import RunResult
-from engine.sweep_reader import SweepTable
-from engine.trace import TextTokens, Trace
+from engine.formats.sweep_format import RunResult
+from engine.formats.sweep_reader import SweepTable
+from engine.formats.trace import TextTokens, Trace
 from fakes import FakeRunner
 from specviz.explore.compare import Comparison, CompareHandlers, CompareViews, Side, comparison_table, compare_views
 from specviz.explore.handlers import ExploreHandlers, SweepControls, parse_seeds

@@ -9,7 +9,7 @@ import pytest
 
 from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
 from engine.records import Token
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.kv_cache import OFFSET, kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from engine.metrics import expected_histogram, truncated_geometric, verified_acceptance

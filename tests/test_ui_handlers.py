@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
 from specviz.controls import Controls
@@ -280,7 +280,7 @@ def test_replay_plays_a_recorded_trace_step_by_step_and_stops_on_request():
 
 
 def test_first_steps_is_a_consistent_prefix():
-    from engine.trace import first_steps
+    from engine.formats.trace import first_steps
     trace = make_trace([4, 1, 0, 2])
     prefix = first_steps(trace, 2)
     assert len(prefix.steps) == 2 and not prefix.complete

@@ -165,7 +165,7 @@ def test_a_lab_trace_in_the_run_tab_says_one_thing_about_exactness():
     """Every text about exactness reads SpecConfig.exactness: one note, never two that disagree,
     even when an older file's baseline carries an exact_expected that contradicts its config."""
 
-    from engine.trace import Trace
+    from engine.formats.trace import Trace
     from specviz.assets import ASSETS_DIR
     for key in ("A", "B", "C", "D", "sampled-draft"):
         trace = Trace.load(ASSETS_DIR / "traces" / f"lab-{key}.json")

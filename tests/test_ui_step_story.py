@@ -16,7 +16,7 @@ from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.tiny import build_tiny_pair
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.assets import ASSETS_DIR, DEMO_TRACE, SAMPLED_TRACE
 from specviz.run import cache_story
 from specviz.run.step_detail import step_detail_html

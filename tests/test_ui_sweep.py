@@ -10,8 +10,8 @@ import math
 import pytest
 
 from engine.metrics import expected_speedup
-from engine.sweep_format import SweepFormatError
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_format import SweepFormatError
+from engine.formats.sweep_reader import SweepTable
 from specviz.assets import ASSETS_DIR, DEMO_SWEEP, load_recorded_sweep
 from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
 from sweep_factory import make_sweep

@@ -1,6 +1,6 @@
 """The Explore tab's "Trees vs chain" (issue #19): the figure's numbers are the sweep's, per node budget,
 the verdict names the budget where the extra verify cost stops paying, and a sweep without budgets
-says so. Budget sweeps are written by the real writer (engine.sweep_format.sweep_document) from
+says so. Budget sweeps are written by the real writer (engine.formats.sweep_format.sweep_document) from
 hand-made runs; the shipped recorded sweep is checked the same way."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 import gradio as gr
 import pytest
 
-from engine.sweep_format import RunResult, SweepFormatError, sweep_document
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_format import RunResult, SweepFormatError, sweep_document
+from engine.formats.sweep_reader import SweepTable
 from specviz.assets import ASSETS_DIR, TREE_SWEEP, load_tree_sweep
 from specviz.explore import trees
 from specviz.figures import tree_budget

@@ -17,7 +17,7 @@ from engine.config import SpecConfig
 from engine.metrics import BaselineStats
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming,
                             TargetToken, Token)
-from engine.trace import TextTokens, Trace
+from engine.formats.trace import TextTokens, Trace
 
 V1_FIXTURE = Path(__file__).parent / "data" / "trace-v1-lab-A.json"   # 7 steps of lab-A as specviz.trace/1 wrote them
 

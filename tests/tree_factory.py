@@ -19,7 +19,7 @@ from typing import Sequence
 
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming,
                             TargetToken, Token, TreeNode, TreeRecord)
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from trace_factory import WORDS, trace_from_steps
 
 P_ACCEPTED, P_REJECTED = 0.7, 0.1          # target probability of an accepted / a rejected candidate

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.config import SpecConfig
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 
 def _pct(value: float | None) -> str:

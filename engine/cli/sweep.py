@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from engine.cli.arguments import config_from_args, load_pair_from_args
 from engine.cli.machine import describe_machine
 from engine.config import MODEL_DRAFTER, ConfigError
-from engine.sweep_format import RunResult, aggregate, cells_to_csv, sweep_document
+from engine.formats.sweep_format import RunResult, aggregate, cells_to_csv, sweep_document
 
 
 def parse_list(text: str, kind: type, name: str) -> list:

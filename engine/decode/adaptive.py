@@ -7,7 +7,7 @@ Two measured quantities drive it:
   drafter and the machine, not of the prompt): milliseconds per drafted token, and
   milliseconds of a verify forward by the number of tokens it fed. Verifying is not
   flat in that number on every backend (stock float32 kernels on a CPU grow in
-  steps of a few rows; engine/loading/cpu_kernels.py), so each size is measured.
+  steps of a few rows; engine/runtime/cpu/kernels.py), so each size is measured.
 - the acceptance rate a of this generation, from decayed counts of the draft
   positions the target reached and accepted (a step that accepts 3 of 5 reached
   4 positions and accepted 3).

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 if TYPE_CHECKING:
     from engine.decode.generation import Generation
     from engine.records import StepRecord
-    from engine.trace import Trace
+    from engine.formats.trace import Trace
 
 Result = TypeVar("Result")
 

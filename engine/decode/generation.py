@@ -25,7 +25,7 @@ from engine.decode.tree.draft import TreeDrafter
 from engine.decode.tree.step import TreeStep
 from engine.decode.verify import Acceptance, accept_greedy, accept_sampling
 from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
-from engine.trace import TextTokens, Trace
+from engine.formats.trace import TextTokens, Trace
 
 
 TreeLayout = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]   # (cached, pending) -> (positions, mask)

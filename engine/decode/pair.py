@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.decode.adaptive import DrafterCosts
-from engine.kernel_names import ONEDNN_PREPACKED
+from engine.runtime.kernel_names import ONEDNN_PREPACKED
 
 if TYPE_CHECKING:
     import torch
@@ -36,7 +36,7 @@ class ModelPair:
     draft_dtype: str                      # the same, or "int8" (quantized draft); "" when draft is None
     preset: str | None                    # preset name, None for custom pairs
     default_drafter: str                  # one of engine.config.DRAFTERS
-    target_kernel: str = "stock"          # engine/kernel_names.py: what runs the target's linear layers
+    target_kernel: str = "stock"          # engine/runtime/kernel_names.py: what runs the target's linear layers
     draft_kernel: str = ""                # the same for the draft model; "" when draft is None
     shared_token_ids: int | None = None   # ids both tokenizers define, when their lengths differ (else None)
     step_costs: DrafterCosts = field(default_factory=DrafterCosts, compare=False)   # adaptive k's, per drafter

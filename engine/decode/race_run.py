@@ -1,4 +1,4 @@
-"""Run a race (engine/race.py): the same prompt and config decoded target-only, then
+"""Run a race (engine/formats/race.py): the same prompt and config decoded target-only, then
 speculatively, one after the other on the same loaded pair, every token's wall-clock time kept.
 
 Fair by construction: both lanes start their clock before the prompt's prefill, run on the
@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from engine.config import SpecConfig
 from engine.decode.baseline import target_only
 from engine.decode.speculative import SpeculativeEngine
-from engine.race import LaneToken, Race, RaceProgress, RaceStep, SpeculativeLane, TargetOnlyLane, TimedToken
+from engine.formats.race import LaneToken, Race, RaceProgress, RaceStep, SpeculativeLane, TargetOnlyLane, TimedToken
 
 WARMUP_TOKENS = 2
 

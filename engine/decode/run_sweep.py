@@ -4,7 +4,7 @@
 progress with a time-left estimate and cancel at any point keeping what is done.
 Target-only baselines do not depend on k, so each (temperature, prompt, seed) is
 decoded target-only once and shared by every k. The results' format (cells, JSON,
-CSV) is engine.sweep_format.
+CSV) is engine.formats.sweep_format.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from engine.config import SpecConfig
 from engine.decode.baseline import BaselineResult
 from engine.decode.speculative import SpeculativeEngine
 from engine.metrics import step_costs
-from engine.sweep_format import RunResult
+from engine.formats.sweep_format import RunResult
 
 
 @dataclass

@@ -16,7 +16,7 @@ from engine.decode.generation import Generation
 from engine.decode.pair import ModelPair
 from engine.metrics import BaselineStats
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 
 class SpeculativeEngine:

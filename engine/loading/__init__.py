@@ -1,2 +1,3 @@
-"""Everything that turns a model name into weights: presets' sources, hub, embedded GGUF weights
-and their converted cache, CPU kernels, tiny random models built in code. Imports torch."""
+"""Everything that turns a model name into a ready pair: presets' sources, the hub, embedded GGUF
+weights and their converted cache, tiny random models built in code, then each device's fast path
+(engine/runtime/) put on by speed_up.py. Imports torch."""

@@ -37,7 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from engine.loading.gguf_speedups import faster_gguf_loading
 from engine.loading.weights import EmbeddedGGUF, reassemble, sha256_file
-from engine.presets import ModelLoadError
+from engine.presets import ModelLoadError, first_line
 
 try:
     import fcntl
@@ -242,8 +242,3 @@ def _remove_leftovers(final_dir: Path) -> None:
         else:
             leftover.unlink(missing_ok=True)
 
-
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message, for one-sentence errors."""
-    text = str(error).strip().splitlines()
-    return text[0].rstrip(".") if text else type(error).__name__

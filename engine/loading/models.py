@@ -21,16 +21,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER
 from engine.decode.pair import ModelPair
-from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.cpu_kernels import can_quantize_int8
-from engine.loading.kernel_probe import probe_int8
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles
+from engine.runtime.cpu.kernels import can_quantize_int8
+from engine.runtime.cpu.kernel_probe import probe_int8
 from engine.loading.speed_up import speed_up
-from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file, first_line
+from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file
 from engine.loading.hub import hub_access, is_hub_id
 from engine.loading.tiny import build_tiny_pair
 from engine.loading.vocabulary import check_end_tokens, check_same_vocabulary
 from engine.loading.weights import EMBEDDED_PREFIX, embedded_spec
-from engine.presets import DEFAULT_PRESET, PRESETS, TINY_RANDOM, ModelLoadError, get_preset, looks_like_path
+from engine.presets import DEFAULT_PRESET, PRESETS, TINY_RANDOM, ModelLoadError, first_line, get_preset, looks_like_path
 
 __all__ = ["load_pair", "resolve_device"]
 
@@ -57,7 +57,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
 
     On the CPU, `prepack` reorders the target's (and a bfloat16 draft's) linear weights
     for oneDNN so that verifying k + 1 tokens costs about one decoding step
-    (engine/loading/cpu_kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
+    (engine/runtime/cpu/kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
 
     `before_weights` is called once every check that needs no weights has passed (device,
     dtypes, references, tokenizers), right before the weights load: a cache that must free

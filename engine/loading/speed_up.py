@@ -1,5 +1,5 @@
-"""Put a loaded pair on the fast CPU kernels (engine/loading/cpu_kernels.py), each behind its
-probe, and record which kernels run (engine/kernel_names.py)."""
+"""Put a loaded pair on the fast CPU kernels (engine/runtime/cpu/kernels.py), each behind its
+probe, and record which kernels run (engine/runtime/kernel_names.py)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ from pathlib import Path
 from transformers import PreTrainedModel
 
 from engine.decode.pair import ModelPair
-from engine.kernel_names import STOCK
-from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.cpu_kernels import (NO_FILES, kernel_of, prepack_linear_layers,
+from engine.runtime.kernel_names import STOCK
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles
+from engine.runtime.cpu.kernels import (NO_FILES, kernel_of, prepack_linear_layers,
                                         quantize_int8, release_mapped_weights)
-from engine.loading.gguf_cache import first_line
-from engine.loading.int8_store import Int8Store
-from engine.loading.kernel_probe import probe_prepacked
+from engine.presets import first_line
+from engine.runtime.cpu.int8_store import Int8Store
+from engine.runtime.cpu.kernel_probe import probe_prepacked
 
 Progress = Callable[[float, str], None]
 
 
 def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
               files: dict[str, CheckpointFiles], int8_root: Path | None = None) -> ModelPair:
-    """CPU kernels (engine/loading/cpu_kernels.py), each behind its probe: quantize an int8 draft;
+    """CPU kernels (engine/runtime/cpu/kernels.py), each behind its probe: quantize an int8 draft;
     prepack the target, whose forwards verify several tokens at once, and a bfloat16 draft (faster
     even one token at a time). Weights are read from their files (`files`) as they are converted,
     and the converted models keep no reference to the mapped files. An int8 draft's quantization is
-    saved under `int8_root` (engine/loading/int8_store.py) and loaded from there on the next start.
+    saved under `int8_root` (engine/runtime/cpu/int8_store.py) and loaded from there on the next start.
     Records the kernels that run."""
     target_files, draft_files = files.get("target", NO_FILES), files.get("draft", NO_FILES)
     if pair.draft is not None and draft_dtype == "int8":

@@ -15,7 +15,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER, ConfigError, SpecConfig
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz import updates
 from specviz.controls import checked_prompt, choose_models
 from specviz.figures.alignment import alignment_figure, first_difference

@@ -16,8 +16,8 @@ from typing import Any, Iterator, Sequence
 import gradio as gr
 
 from engine.config import MODEL_DRAFTER, ConfigError, SpecConfig
-from engine.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
+from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
 from specviz.explore.views import ExploreViews, duration, progress_line, render_sweep

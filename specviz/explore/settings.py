@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_reader import SweepTable
 from specviz.explore.handlers import MAX_NEW_TOKENS, TEMPERATURES
 from specviz.policy import Policy
 

@@ -14,8 +14,8 @@ from html import escape
 import gradio as gr
 import plotly.graph_objects as go
 
-from engine.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
+from engine.formats.sweep_reader import SweepTable
 from specviz.assets import RecordedSweep
 from specviz.figures.tree_budget import NO_BUDGETS, budget_verdicts, tree_budget_figure, tree_depth
 from specviz.style import FigureStyle

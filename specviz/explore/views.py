@@ -10,7 +10,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from engine.config import NGRAM_DRAFTER
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_reader import SweepTable
 from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields

@@ -13,7 +13,7 @@ from itertools import accumulate
 import plotly.graph_objects as go
 
 from engine.metrics import expected_histogram, expected_tokens_per_step, verified_acceptance
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
 from specviz.style import COLORS, FigureStyle
 from specviz.tokens import percent

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from engine.records import EmittedToken
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
 from specviz.style import COLORS, LABELS, TEXT_ON, FigureStyle
 from specviz.tokens import short, visible

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from engine.records import CacheLengths, StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
 from specviz.figures.tree_text import gather_sentence
 from specviz.run.step_detail import cache_sentence

@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from engine.lab import CachePositions, cache_positions
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure
 from specviz.figures.timeline import divergence_line
 from specviz.style import COLORS, FigureStyle

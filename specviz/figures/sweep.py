@@ -14,8 +14,8 @@ from typing import Any, Callable
 import plotly.graph_objects as go
 
 from engine.metrics import expected_speedup, expected_tokens_per_step
-from engine.sweep_format import SweepCell
-from engine.sweep_reader import SweepTable
+from engine.formats.sweep_format import SweepCell
+from engine.formats.sweep_reader import SweepTable
 from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
 from specviz.style import COLORS, SERIES, FigureStyle
 

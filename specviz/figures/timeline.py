@@ -20,7 +20,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle

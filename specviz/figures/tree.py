@@ -19,7 +19,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from engine.records import EmittedToken, StepRecord, TreeNode
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_text import (extra_token, gather_sentence, ordinal, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
@@ -51,7 +51,7 @@ class _Cells:
 
 def is_tree_trace(trace: Trace | None) -> bool:
     """True for a tree run's trace. Its config says so: every step of a tree run records its tree and
-    no step of a chain run does (the trace reader refuses anything else, engine/trace_tree.py)."""
+    no step of a chain run does (the trace reader refuses anything else, engine/formats/trace_tree.py)."""
     return trace is not None and trace.config.is_tree
 
 
@@ -183,7 +183,7 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
 
 
 def _node(step: StepRecord, node_id: int) -> TreeNode:
-    return step.tree.nodes[node_id]            # a node's id is its index (engine/trace_tree.py)
+    return step.tree.nodes[node_id]            # a node's id is its index (engine/formats/trace_tree.py)
 
 
 def _token(text: str) -> str:

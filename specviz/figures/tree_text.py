@@ -19,7 +19,7 @@ ORDINALS = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "si
 def ranked_children(tree: TreeRecord) -> dict[int | None, list[TreeNode]]:
     """Each node's children (None: the root's), in the order they were tried: the draft's ranking,
     which is the order the verify forward fed them (node id order, which is list order: a node's id
-    is its index, engine/trace_tree.py)."""
+    is its index, engine/formats/trace_tree.py)."""
     children: dict[int | None, list[TreeNode]] = {None: []}
     for node in tree.nodes:
         children.setdefault(node.id, [])

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from engine.config import MODEL_DRAFTER, ConfigError, SpecConfig
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz import updates
 from specviz.controls import checked_prompt, choose_models
 from specviz.lab.views import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab, render_step

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.lab import LAB_STAGES, CachePositions, cache_positions, first_divergence
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.lab import words
 from specviz.run.step_detail import find_step
 from specviz.tokens import percent

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from engine.lab import TREE_STAGE
 from engine.metrics import step_costs
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.style import FigureStyle

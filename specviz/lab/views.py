@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 
 from engine.config import SpecConfig
 from engine.lab import LAB_STAGES, TREE_STAGE, cache_positions, first_divergence
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.lab import drift_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure

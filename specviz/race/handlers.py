@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from engine.config import SpecConfig
-from engine.race import MAX_RACE_BYTES, Race, RaceFormatError
+from engine.formats.race import MAX_RACE_BYTES, Race, RaceFormatError
 from specviz.controls import Controls
 from specviz.model_picker import picker_changed
 from specviz.policy import Policy

@@ -9,7 +9,7 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.race import Race
+from engine.formats.race import Race
 from specviz.assets import ASSETS_DIR, load_examples
 from specviz.model_picker import model_picker
 from specviz.policy import Policy

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.config import NGRAM_DRAFTER
-from engine.race import Race, tokens_per_s
+from engine.formats.race import Race, tokens_per_s
 from specviz.style import LABELS
 
 KINDS = ("accepted", "recovered", "bonus")

@@ -15,7 +15,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from engine.trace import Trace
+from engine.formats.trace import Trace
 
 KEEP_EXPORTS = 20         # export folders kept in the temp directory
 PLOTLY_JS = "plotly.min.js"

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from engine.config import ConfigError, SpecConfig
-from engine.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
+from engine.formats.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
 from specviz import updates
 from specviz.controls import Controls
 from specviz.figures.kv_cache import kv_cache_figure

@@ -5,10 +5,10 @@ from __future__ import annotations
 from html import escape
 
 from engine.config import MAX_K, NGRAM_DRAFTER
-from engine.kernel_names import describe_kernel
+from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (expected_speedup, expected_tokens_per_step, steady_speedup, verified_acceptance,
                             verify_cost)
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.style import LABELS
 from specviz.tokens import formatted, percent
 

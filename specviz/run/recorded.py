@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.assets import DemoTrace
 from specviz.policy import Policy
 from specviz.run.views import render

@@ -12,7 +12,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.records import Alternative, CacheLengths, StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.run.cache_story import CacheStory, draft_story, kept_words, quoted, target_story
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import budget_note, carryover_sentence, ends_run, greedy_rule, outcome, verdict_reason

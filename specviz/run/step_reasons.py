@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.config import NGRAM_DRAFTER
 from engine.records import StepRecord
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.run.cache_story import quoted
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from engine.trace import Trace
+from engine.formats.trace import Trace
 from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure

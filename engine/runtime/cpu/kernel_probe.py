@@ -1,6 +1,6 @@
 """Probe each fast CPU kernel once at load: does it run here, and does it agree with F.linear?
 
-The fast kernels (engine/loading/kernel_modules.py) go through torch operators outside
+The fast kernels (engine/runtime/cpu/kernel_modules.py) go through torch operators outside
 its compatibility promise, and oneDNN refuses some dtypes on some CPUs (bfloat16 packing
 needs AVX-512). Each probe builds a small random layer, runs 1 and 5 rows through the
 fast kernel and through `F.linear`, and returns None when they agree within the dtype's
@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.loading.gguf_cache import first_line
-from engine.loading.kernel_modules import Int8Linear, PackedLinear
+from engine.presets import first_line
+from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
 
 PROBE_IN, PROBE_OUT, PROBE_ROWS = 96, 80, (1, 5)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 3e-3}

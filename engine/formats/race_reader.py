@@ -1,18 +1,18 @@
-"""Read a `specviz.race/1` document (engine/race.py) back, strictly: a person may upload any
+"""Read a `specviz.race/1` document (engine/formats/race.py) back, strictly: a person may upload any
 file, so whatever is accepted replays completely, and anything else is one RaceFormatError
 naming the bad field's path (`speculative.steps[2].tokens[0].kind must be one of ...`).
-Torch-free; fields are read with engine/trace_fields.py's typed reader."""
+Torch-free; fields are read with engine/formats/trace_fields.py's typed reader."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.json_document import parse_json
-from engine.race import (MAX_RACE_BYTES, RACE_SCHEMA, LaneToken, Race, RaceFormatError, RaceStep, SpeculativeLane,
+from engine.formats.json_document import parse_json
+from engine.formats.race import (MAX_RACE_BYTES, RACE_SCHEMA, LaneToken, Race, RaceFormatError, RaceStep, SpeculativeLane,
                          TargetOnlyLane, TimedToken)
-from engine.trace import TraceFormatError
-from engine.trace_fields import AMOUNT, EMIT_KIND, TEXT, WHOLE, FieldReader
-from engine.trace_reader import _config as read_config
+from engine.formats.trace import TraceFormatError
+from engine.formats.trace_fields import AMOUNT, EMIT_KIND, TEXT, WHOLE, FieldReader
+from engine.formats.trace_reader import _config as read_config
 
 
 def read_race(text: str | bytes) -> Race:

@@ -1,8 +1,8 @@
 """The strict reader of `specviz.trace/2` (and /1) documents: `parse_trace(data) -> Trace`.
 
-Every field is read through engine/trace_fields.py (type, range, path in the message); then
+Every field is read through engine/formats/trace_fields.py (type, range, path in the message); then
 each step is checked on its own (k, verdict order, emitted kinds; a tree step's tree,
-engine/trace_tree.py), the steps together (indexes,
+engine/formats/trace_tree.py), the steps together (indexes,
 context lengths, EOS last, output = emitted tokens, summary counts) and each cache's lengths
 (a step starts where the last one ended; in /2 the cutoff is what was removed and stale only
 grows). A document either passes all of it or raises one TraceFormatError.
@@ -17,9 +17,9 @@ from engine.config import ConfigError, SpecConfig
 from engine.metrics import BaselineStats
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
                             Token)
-from engine.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
-from engine.trace_tree import check_tree, parse_tree
-from engine.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, EMIT_KIND, PROBABILITY, PROBABILITY_OR_NULL, VERDICT, WHOLE,
+from engine.formats.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
+from engine.formats.trace_tree import check_tree, parse_tree
+from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, EMIT_KIND, PROBABILITY, PROBABILITY_OR_NULL, VERDICT, WHOLE,
                                  FieldReader)
 
 

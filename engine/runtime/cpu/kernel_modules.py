@@ -2,13 +2,13 @@
 
 Both compute y = x W^T + b like the `nn.Linear` they replace, on the CPU only, through
 torch operators whose names start with an underscore (not covered by torch's
-compatibility promise). engine/loading/kernel_probe.py therefore runs each once at load
+compatibility promise). engine/runtime/cpu/kernel_probe.py therefore runs each once at load
 on a small matrix against `F.linear`; the loader uses a kernel only when its probe
-agrees, and records which kernels run (engine/kernel_names.py).
+agrees, and records which kernels run (engine/runtime/kernel_names.py).
 
 - `PackedLinear` holds W reordered once into oneDNN's blocked layout
   (`torch.ops.mkldnn._reorder_linear_weight`, run by `_linear_pointwise`). Why it exists:
-  engine/loading/cpu_kernels.py. Float32 stays float32 (only the summation order differs).
+  engine/runtime/cpu/kernels.py. Float32 stays float32 (only the summation order differs).
 - `Int8Linear` holds W as int8 with one scale per output row (symmetric, max |w| -> 127)
   and multiplies through `torch._weight_int8pack_mm` with bfloat16 activations. Weight-only
   quantization treats every input row on its own: a row's result never depends on the

@@ -1,7 +1,7 @@
 """Faster CPU linear layers for speculative decoding: a prepacked target, an int8 draft.
 
 Two changes to a loaded model, both for the CPU only, each behind a probe
-(engine/loading/kernel_probe.py) that falls back to the stock kernel:
+(engine/runtime/cpu/kernel_probe.py) that falls back to the stock kernel:
 
 - `prepack_linear_layers` swaps every `nn.Linear` for a `PackedLinear` holding the
   same weights reordered once into oneDNN's blocked layout. Stock float32
@@ -33,11 +33,11 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import torch
 from torch import nn
 
-from engine.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
-from engine.loading.checkpoint_files import CheckpointFiles
-from engine.loading.int8_store import Int8Store
-from engine.loading.kernel_modules import Int8Linear, PackedLinear
-from engine.loading.kernel_probe import bf16_prepack_supported, probe_int8, probe_prepacked
+from engine.runtime.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles
+from engine.runtime.cpu.int8_store import Int8Store
+from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
+from engine.runtime.cpu.kernel_probe import bf16_prepack_supported, probe_int8, probe_prepacked
 
 __all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int8", "kernel_of", "packed_layer_count",
            "prepack_linear_layers", "quantize_int8", "release_mapped_weights"]
@@ -70,7 +70,7 @@ def prepack_linear_layers(model: nn.Module, files: CheckpointFiles = NO_FILES) -
 def quantize_int8(model: nn.Module, files: CheckpointFiles = NO_FILES, store: Int8Store | None = None) -> int:
     """Int8 weight-only quantization of every nn.Linear, in place, on every torch thread at
     once; returns how many layers were quantized (0 when the probe says no). With a `store`
-    the layers come from its saved quantization when it matches (engine/loading/int8_store.py),
+    the layers come from its saved quantization when it matches (engine/runtime/cpu/int8_store.py),
     else they are quantized and saved there for the next start."""
     parameter = next(model.parameters(), None)
     if parameter is None or parameter.device.type != "cpu" or not can_quantize_int8():
@@ -114,7 +114,7 @@ def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
 
 
 def kernel_of(model: nn.Module | None) -> str:
-    """The kernel name (engine/kernel_names.py) that runs most of the model's linear layers."""
+    """The kernel name (engine/runtime/kernel_names.py) that runs most of the model's linear layers."""
     if model is None:
         return ""
     kinds = [type(module) for module in model.modules() if type(module) in (nn.Linear, PackedLinear, Int8Linear)]

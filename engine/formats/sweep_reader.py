@@ -1,4 +1,4 @@
-"""A k x temperature sweep (`specviz.sweep/1`, see engine.sweep_format) read back for the UI.
+"""A k x temperature sweep (`specviz.sweep/1`, see engine.formats.sweep_format) read back for the UI.
 
 Strictly, since a person may upload any file: one clear SweepFormatError naming
 the bad field. The whole document is kept for download. Torch-free.
@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.json_document import parse_json
-from engine.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv, ratio
+from engine.formats.json_document import parse_json
+from engine.formats.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv, ratio
 
 OPTIONAL = {"acceptance_rate", "mean_accepted_length", "estimated_alpha", "cost_ratio",
             "predicted_tokens_per_step", "predicted_speedup", "draft_cost", "verify_cost"}
@@ -111,7 +111,7 @@ class SweepTable:
         return json.dumps(self.document, indent=1)
 
     def to_csv(self) -> str:
-        """One row per cell: engine.sweep_format.cells_to_csv, the CSV the command line writes."""
+        """One row per cell: engine.formats.sweep_format.cells_to_csv, the CSV the command line writes."""
         return cells_to_csv(self.cells)
 
     @classmethod

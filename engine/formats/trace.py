@@ -1,10 +1,10 @@
 """Trace: a whole run (config, prompt, output, steps) and its JSON form `specviz.trace/2`.
 
 `Trace.to_dict()` writes the schema of docs/architecture.md §3; `Trace.from_dict()`
-reads it back strictly through engine/trace_reader.py (a hand-edited or truncated file gets
+reads it back strictly through engine/formats/trace_reader.py (a hand-edited or truncated file gets
 one clear TraceFormatError, never a KeyError), so recorded traces replay without a model;
 `first_steps` cuts a trace as it stood after n steps, for replays.
-A tree run's steps add `tree` (engine/trace_tree.py reads it); a chain's steps have none.
+A tree run's steps add `tree` (engine/formats/trace_tree.py reads it); a chain's steps have none.
 Files in `specviz.trace/1` still load: their KV `cutoff` is read as given and their
 `stale` is unknown (None); such a trace is written back as /1.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import SpecConfig
-from engine.json_document import parse_json, read_document
+from engine.formats.json_document import parse_json, read_document
 from engine.metrics import BaselineStats, Summary, summarize
 from engine.records import CacheLengths, StepRecord
 
@@ -80,7 +80,7 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trace":
-        from engine.trace_reader import parse_trace  # the reader imports Trace: import it on use
+        from engine.formats.trace_reader import parse_trace  # the reader imports Trace: import it on use
         return parse_trace(data)
 
     @classmethod

@@ -3,7 +3,7 @@
 Torch-free, so the UI and the command line share it: the runner
 (engine.decode.run_sweep) yields `RunResult`s, `aggregate` averages them into
 `SweepCell`s, `sweep_document` is the JSON document (callers `json.dumps(...,
-indent=1)` it) and `cells_to_csv` the CSV, one row per cell. engine.sweep_reader
+indent=1)` it) and `cells_to_csv` the CSV, one row per cell. engine.formats.sweep_reader
 reads a document back, strictly.
 """
 

@@ -3,7 +3,7 @@
 `from_pretrained` memory-maps safetensors files: a parameter is a view of the file's
 pages, which become resident (and count in the process's memory) once read, and stay
 so while any parameter of that file is alive. Repacking every linear layer for faster
-kernels (engine/loading/cpu_kernels.py) reads every weight once, so the mapped pages
+kernels (engine/runtime/cpu/kernels.py) reads every weight once, so the mapped pages
 of the whole model and its repacked copy would be resident together: twice the
 model. Two ways around it:
 
@@ -79,7 +79,7 @@ class CheckpointFiles:
         """What identifies these files' content cheaply (no full read): the folder, then each
         file's name, size, modification time and the sha256 of its header (tensor names,
         dtypes, shapes, offsets). "" when there are no files. A derived cache keyed by it
-        (engine/loading/int8_store.py) misses once a file is replaced or rewritten."""
+        (engine/runtime/cpu/int8_store.py) misses once a file is replaced or rewritten."""
         parts = []
         for path in self._paths:
             stat = path.stat()

@@ -1,6 +1,6 @@
 """Saved int8 quantizations of a draft model, so that a warm start loads them instead of quantizing.
 
-Quantizing the 0.5B draft (engine/loading/kernel_modules.py, `Int8Linear.from_weight`) costs
+Quantizing the 0.5B draft (engine/runtime/cpu/kernel_modules.py, `Int8Linear.from_weight`) costs
 seconds of CPU on every start (docs/benchmark.md, "Startup"); its result depends only on the
 source weights, the quantization code and torch. `Int8Store` keeps it in one safetensors file,
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from engine.loading.checkpoint_files import CheckpointFiles, read_metadata, read_tensors
-from engine.loading.kernel_modules import INT8_FORMAT
+from engine.runtime.cpu.checkpoint_files import CheckpointFiles, read_metadata, read_tensors
+from engine.runtime.cpu.kernel_modules import INT8_FORMAT
 
 STORE_FOLDER = "int8-v1"
 KEY_FIELD, CHECKSUM_FIELD = "specviz-int8-key", "specviz-crc32"

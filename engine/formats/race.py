@@ -11,7 +11,7 @@ starts before the prompt's prefill, so both lanes pay for reading the prompt.
      target_only {wall_s, tokens[] {id, text, t_s}},
      speculative {wall_s, steps[] {t_s, tokens[] {id, text, kind}}}}
 
-engine/race_reader.py reads it back strictly (RaceFormatError names the bad field's path).
+engine/formats/race_reader.py reads it back strictly (RaceFormatError names the bad field's path).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import SpecConfig
-from engine.json_document import read_document
+from engine.formats.json_document import read_document
 
 RACE_SCHEMA = "specviz.race/1"
 MAX_RACE_BYTES = 5 * 1024 * 1024        # a race of 512 tokens per lane is about 100 KiB
@@ -136,7 +136,7 @@ class Race:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Race":
-        from engine.race_reader import read_race
+        from engine.formats.race_reader import read_race
         return read_race(text)
 
     @classmethod

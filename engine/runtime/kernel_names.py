@@ -1,7 +1,7 @@
 """Which linear-layer kernels a loaded pair runs, by name, with a sentence each for the UI.
 
-Torch-free (the UI imports it). engine/loading/cpu_kernels.py picks the kernels at load,
-after probing each fast one (engine/loading/kernel_probe.py); the engine writes the names
+Torch-free (the UI imports it). engine/runtime/cpu/kernels.py picks the kernels at load,
+after probing each fast one (engine/runtime/cpu/kernel_probe.py); the engine writes the names
 into the trace's config (`target_kernel`, `draft_kernel`). A trace written before these
 fields existed has them empty, read as "not recorded".
 """

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from engine.config import MAX_K, SpecConfig
 from engine.records import TREE_VERDICTS, StepRecord, Token, TreeNode, TreeRecord
-from engine.trace import TraceFormatError
-from engine.trace_fields import WHOLE, FieldReader, Kind
+from engine.formats.trace import TraceFormatError
+from engine.formats.trace_fields import WHOLE, FieldReader, Kind
 
 TREE_VERDICT = Kind(lambda v: isinstance(v, str) and v in TREE_VERDICTS, f"one of {', '.join(TREE_VERDICTS)}")
 PARENT = Kind(lambda v: v is None or WHOLE.test(v), "a node id or null")

@@ -1,7 +1,7 @@
 """Typed access to a parsed JSON document: each value checked against a `Kind`, each error a
 TraceFormatError naming the field's path (`steps[3].accept_prob[1] must be a probability or null`).
 
-The trace reader (engine/trace_reader.py) reads every field through a `FieldReader`, so a
+The trace reader (engine/formats/trace_reader.py) reads every field through a `FieldReader`, so a
 hand-edited file can only fail with one of these messages.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from engine.config import MAX_K
 from engine.records import EMIT_KINDS, VERDICTS
-from engine.trace import TraceFormatError
+from engine.formats.trace import TraceFormatError
 
 MAX_WHOLE = 2**31 - 1                 # ids, lengths, counts: far above any vocabulary or context
 MAX_AMOUNT = 1e12                     # milliseconds, seconds, tokens per second
