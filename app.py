@@ -22,7 +22,7 @@ from specviz.space import use_persistent_storage  # noqa: E402
 use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, which reads HF_HOME once
 
 from engine.background_load import BackgroundLoad, LoadStatus  # noqa: E402
-from engine.config import DEVICES, NGRAM_DRAFTER, ConfigError  # noqa: E402
+from engine.config import CACHE_CHOICES, DEVICES, NGRAM_DRAFTER, ConfigError  # noqa: E402
 from engine.decode.compute_thread import ComputeThread, StepsOnComputeThread  # noqa: E402
 from engine.formats.sweep_format import sweep_document  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
@@ -45,8 +45,10 @@ class EngineRunner:
     (engine/decode/compute_thread.py): spread over Gradio's worker threads, each step was slower
     (docs/benchmark.md, "Measurements quoted in code")."""
 
-    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None):
+    def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None,
+                 cache: str = "auto"):
         self.device = device
+        self.cache = cache        # SpecConfig.cache for every run a request leaves on "auto"
         self._default = default_preset
         self.policy = policy      # a hosted server's limits, checked again here: every run, baseline and sweep
         self._pairs: OrderedDict[tuple[str, ...], Any] = OrderedDict()
@@ -127,7 +129,7 @@ class EngineRunner:
         if self.policy is not None:
             self.policy.check_config(request.config)
         engine = SpeculativeEngine(self._pair(request.models, progress))
-        return engine.start(request.prompt, request.config)
+        return engine.start(request.prompt, self._with_cache(request.config))
 
     def _with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
         from engine import SpeculativeEngine
@@ -136,7 +138,8 @@ class EngineRunner:
     def _race(self, request: RunRequest, progress: ProgressFn,
               should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
         from engine.decode.race_run import run_race
-        yield from run_race(self._pair(request.models, progress), request.prompt, request.config, should_stop)
+        yield from run_race(self._pair(request.models, progress), request.prompt, self._with_cache(request.config),
+                            should_stop)
 
     def _sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
         from engine import SpeculativeEngine
@@ -147,9 +150,13 @@ class EngineRunner:
                 "seeds": list(request.seeds), "max_new_tokens": request.config.max_new_tokens,
                 "drafter": request.config.drafter, "draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype}
         for done in run_sweep(SpeculativeEngine(pair), request.prompts, request.ks, request.temperatures,
-                              request.seeds, request.config):
+                              request.seeds, self._with_cache(request.config)):
             yield SweepUpdate(done.done, done.total, done.elapsed_s, done.eta_s,
                               sweep_document(done.results, meta))
+
+    def _with_cache(self, config: Any) -> Any:
+        """The request's config with this server's cache kind where the request left it to the server."""
+        return config.replace(cache=self.cache) if config.cache == "auto" else config
 
     def _pair(self, models: ModelChoice, progress: ProgressFn) -> Any:
         """The loaded pair for `models`, loading it on a miss.
@@ -206,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--share", action="store_true", help="create a public Gradio share link")
     parser.add_argument("--preset", default=None, help="model preset selected when the page opens")
     parser.add_argument("--device", default="auto", choices=DEVICES, help="where the models run (default auto)")
+    parser.add_argument("--cache", default="auto", choices=CACHE_CHOICES,
+                        help="the KV cache: static (CUDA graphs on a GPU) or dynamic; auto (default): static on CUDA")
     try:
         hosted = hosted_from_env()
     except ConfigError as error:
@@ -217,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="do not load the default pair at start-up (the first Run loads it)")
     args = parser.parse_args(argv)
     policy = Policy.hosted_default() if args.hosted else Policy()
-    runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None)
+    runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None,
+                          cache=args.cache)
     names = [preset.name for preset in runner.presets()]
     if args.preset is not None and args.preset not in names:
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")

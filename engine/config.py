@@ -16,12 +16,18 @@ MODEL_DRAFTER = "model"         # a draft language model proposes the tokens
 NGRAM_DRAFTER = "ngram"         # prompt lookup proposes them; as a draft reference, "no draft model"
 DRAFTERS = (MODEL_DRAFTER, NGRAM_DRAFTER)
 DTYPES = ("float32", "bfloat16", "float16")
+TARGET_DTYPES = ("auto",) + DTYPES                # auto: bfloat16 on CUDA (its tensor cores), float32 elsewhere
 REDUCED_PRECISION = ("bfloat16", "float16")     # target dtypes whose rounding flips near ties more often
 # int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
 # on CUDA, else float32). The target decides every token, so a draft dtype never changes the output (Exactness).
 DRAFT_DTYPES = ("auto",) + DTYPES + ("int8",)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CUTOFF_MODES = ("truncate", "none", "zero_fill")
+# The KV cache's kind (docs/architecture.md §7): "dynamic" grows and frees cut rows; "static" is sized
+# once and cut by moving its write pointer (the GPU's CUDA-graph path); "auto" is static on CUDA,
+# dynamic elsewhere. Traces record the kind that ran.
+CACHE_KINDS = ("static", "dynamic")
+CACHE_CHOICES = ("auto",) + CACHE_KINDS
 MAX_K = 32
 MAX_TREE_NODES = 64             # a token tree's node budget (docs/architecture.md §2, token trees)
 MAX_TREE_BRANCH = 8             # children per tree node
@@ -86,6 +92,7 @@ class SpecConfig:
     ngram_min: int = 1               # prompt lookup: shortest suffix n-gram to match
     ngram_max: int = 3               # prompt lookup: longest suffix n-gram to match
     raw: bool = False                # True: send the prompt as is, skipping the chat template
+    cache: str = "auto"              # the KV cache: CACHE_CHOICES ("auto": static on CUDA, dynamic elsewhere)
     tree_nodes: int = 0              # > 0: draft a token tree of up to this many nodes, depth <= k (0 = a chain)
     tree_branch: int = 3             # a tree node's most children (the draft's top tree_branch tokens)
     # Lab mode (problems B-D switched off); defaults are the correct engine.
@@ -117,6 +124,7 @@ class SpecConfig:
         _check(isinstance(self.ngram_min, int) and isinstance(self.ngram_max, int)
                and 1 <= self.ngram_min <= self.ngram_max <= 16,
                f"n-gram sizes need 1 <= min <= max <= 16, got {self.ngram_min!r}..{self.ngram_max!r}")
+        _check(self.cache in CACHE_CHOICES, f"cache must be one of {', '.join(CACHE_CHOICES)}, got {self.cache!r}")
         _check(self.cutoff_mode in CUTOFF_MODES, f"cutoff mode must be one of {', '.join(CUTOFF_MODES)}, got {self.cutoff_mode!r}")
         _check(_is_number(self.draft_temperature) and (self.draft_temperature == -1.0 or 0.0 <= self.draft_temperature <= 10.0),
                f"draft temperature must be -1 (off) or between 0 and 10, got {self.draft_temperature!r}")
@@ -163,6 +171,20 @@ class SpecConfig:
 
     def replace(self, **changes: Any) -> "SpecConfig":
         return dataclasses.replace(self, **changes)
+
+
+def resolve_target_dtype(choice: str, device_type: str) -> str:
+    """The target's dtype: "auto" is bfloat16 on CUDA, float32 elsewhere (exact up to rounding, §4)."""
+    if choice != "auto":
+        return choice
+    return "bfloat16" if device_type == "cuda" else "float32"
+
+
+def resolve_cache(choice: str, device_type: str) -> str:
+    """The cache kind a run uses: "auto" is static on CUDA (where its graphs pay), dynamic elsewhere."""
+    if choice != "auto":
+        return choice
+    return "static" if device_type == "cuda" else "dynamic"
 
 
 def _is_number(value: Any) -> bool:

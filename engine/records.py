@@ -57,7 +57,8 @@ class CacheLengths:
     """One model's KV cache length through a step.
 
     `cutoff` positions were removed (after_cutoff == after_forward - cutoff; 0 in the lab modes
-    that remove nothing). `stale` counts the positions left after the step that hold no committed
+    that remove nothing): a dynamic cache frees them, a static cache moves its write pointer back
+    over them, and they stay in memory (`masked`) until a forward overwrites them. `stale` counts the positions left after the step that hold no committed
     text (rejected drafts kept, rows zero-filled), over the whole run so far; 0 under truncation,
     None when unknown (a specviz.trace/1 file, whose `cutoff` is read as given).
     """
@@ -67,6 +68,9 @@ class CacheLengths:
     cutoff: int
     after_cutoff: int
     stale: int | None
+    masked: int | None = None         # static cache: rows past its write pointer still holding cut tokens'
+                                      # keys and values (masked until overwritten); None: a dynamic cache frees them
+    capacity: int | None = None       # static cache: the rows it was sized for; None: a dynamic cache
 
     @property
     def num_text(self) -> int | None:
@@ -100,9 +104,11 @@ class TreeRecord:
 
 @dataclass(frozen=True)
 class StepTiming:
-    draft: float                      # milliseconds
-    verify: float
-    total: float
+    draft: float                      # milliseconds: the draft phase (its forwards and choosing its tokens)
+    verify: float                     # the target's verify forward and its probabilities
+    total: float                      # the whole step, wall clock
+    engine: float | None = None       # the rest: acceptance, the record's one copy to the host, cutoff, emit
+                                      # (None in traces from before it was measured)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ tests/test_fault_injection.py, which plants the bugs they exist for and sees eac
 - Sampling: the empirical joint law of the first few generated tokens over many seeded
   runs against the exact law of target-only sampling, enumerated over the prefix tree.
 - Greedy: token-for-token identity with target-only greedy decoding.
-- Caches: after every step, each KV cache equals a fresh prefill of what it has committed.
+- Caches: after every step, each KV cache equals a fresh prefill of what it has committed; a
+  static cache's device write pointers also equal the length the host believes it has.
+- Static caches: a run on a static cache (the GPU's kind) against target-only decoding on a
+  dynamic one, an implementation that shares none of its pointer, masks or graphs.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from scipy.stats import chi2
 from transformers import DynamicCache
 
 from engine.config import SpecConfig
+from engine.decode.baseline import target_only
 from engine.decode.speculative import SpeculativeEngine
 from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, to_probs
 from engine.loading.tiny import build_tiny_pair
+from engine.runtime.static_runner import PoolSettings
 from engine.formats.trace import Trace
 
 FALSE_ALARM = 1e-4         # probability that the law test fails a correct engine
@@ -55,12 +60,13 @@ class LawCase:
     prompt: str = "abba ab"
     tree_nodes: int = 0            # > 0: a token tree of this budget, depth k
     tree_branch: int = 3
+    cache: str = "dynamic"         # the KV cache's kind (SpecConfig.cache)
 
     @property
     def config(self) -> SpecConfig:
         return SpecConfig(k=self.k, temperature=self.temperature, top_p=self.top_p,
                           max_new_tokens=self.max_new_tokens, drafter=self.drafter, raw=True,
-                          tree_nodes=self.tree_nodes, tree_branch=self.tree_branch)
+                          tree_nodes=self.tree_nodes, tree_branch=self.tree_branch, cache=self.cache)
 
     @property
     def has_full_carryover(self) -> bool:
@@ -69,7 +75,8 @@ class LawCase:
 
     def __str__(self) -> str:
         tree = f"-tree{self.tree_nodes}x{self.tree_branch}" if self.tree_nodes else ""
-        return f"{self.drafter}-k{self.k}{tree}-T{self.temperature}-p{self.top_p}-first{self.num_tokens}"
+        cache = "-static" if self.cache == "static" else ""
+        return f"{self.drafter}-k{self.k}{tree}{cache}-T{self.temperature}-p{self.top_p}-first{self.num_tokens}"
 
 
 LAW_TEMPERATURE = 0.7         # with law_pair(): the largest effect of each planted bug found
@@ -232,6 +239,26 @@ def assert_identical_to_target_only(engine: SpeculativeEngine, prompt: str, conf
     return trace
 
 
+GRAPH_ROWS = {"target": tuple(range(1, 10)), "draft": (1, 2)}      # what speed_up captures on CUDA
+
+
+def replaying_graphs(pair: ModelPair) -> ModelPair:
+    """`pair` with static-cache runners that capture what a CUDA load captures, replayed eagerly on
+    the CPU (runtime/cuda/graphs.py EagerReplay): the graph dispatch under test, without a GPU."""
+    pair.pool_settings = {role: PoolSettings(rows, "eager-replay") for role, rows in GRAPH_ROWS.items()}
+    pair.static_pools.clear()
+    return pair
+
+
+def assert_static_matches_dynamic_target_only(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> Trace:
+    """A run on a static cache emits what target-only decoding on a dynamic cache emits."""
+    trace = engine.generate(prompt, config.replace(cache="static"))
+    assert trace.config.cache == "static"
+    oracle = target_only(engine.pair, list(trace.prompt.token_ids), trace.config.replace(cache="dynamic"))
+    assert trace.output.token_ids == oracle.token_ids, (prompt, config, trace.output.token_ids, oracle.token_ids)
+    return trace
+
+
 # -- caches: equal to a fresh prefill after every step -------------------------------------------
 
 CACHE_PROMPT = "The cache must match"
@@ -243,8 +270,16 @@ def fresh_prefill(model, token_ids: list[int]) -> list[tuple[torch.Tensor, torch
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
+def assert_pointer_matches(kv: KVCache) -> None:
+    """A static cache's per-layer device counters (where the next forward writes) equal its host length."""
+    if kv.is_static:
+        pointers = {int(layer.cumulative_length) for layer in kv.lease.runner.kv.layers}
+        assert pointers == {kv.length}, f"the device write pointers are {pointers}, the host believes {kv.length}"
+
+
 def assert_cache_equals_prefill(kv: KVCache, model, token_ids: list[int]) -> None:
     assert kv.length == len(token_ids), f"the cache holds {kv.length} positions for {len(token_ids)} committed tokens"
+    assert_pointer_matches(kv)
     for (keys, values), (want_keys, want_values) in zip(kv.key_values(), fresh_prefill(model, token_ids)):
         assert torch.allclose(keys, want_keys, rtol=1e-4, atol=1e-4), (keys - want_keys).abs().max()
         assert torch.allclose(values, want_values, rtol=1e-4, atol=1e-4), (values - want_values).abs().max()

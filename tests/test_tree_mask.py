@@ -14,6 +14,7 @@ from engine.decode.tree.shape import ROOT, DraftTree
 from engine.decode.tree.draft import TreeDrafter
 from engine.decode.sampling import SamplingParams
 from engine.loading.tiny import build_tiny_pair
+from engine.runtime.static_runner import PoolSettings, RunnerPool
 
 # root -> 0, 1, 2; 0 -> 3, 4; 1 -> 5; 3 -> 6; 5 -> 7: siblings, cousins and unequal depths
 PARENTS = [ROOT, ROOT, ROOT, 0, 0, 1, 3, 5]
@@ -30,9 +31,9 @@ def branch_logits(model, token_ids: list[int]) -> torch.Tensor:
 
 
 def assert_each_node_matches_its_branch(model, context: list[int], tokens: list[int], num_pending: int,
-                                        tolerance: float) -> None:
+                                        tolerance: float, cache: str = "dynamic") -> None:
     tree = tree_of(tokens)
-    kv = KVCache(model)
+    kv = KVCache(model) if cache == "dynamic" else KVCache(model, None, RunnerPool(model, PoolSettings()), rows=64)
     with torch.inference_mode():
         kv.forward(context[:-num_pending], num_logits=1)
         past = kv.length
@@ -46,13 +47,15 @@ def assert_each_node_matches_its_branch(model, context: list[int], tokens: list[
         assert error < tolerance, (node, float(error))
 
 
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("num_pending", [1, 3])
-def test_verify_mask_gives_every_node_its_branch_logits(attention, num_pending):
+def test_verify_mask_gives_every_node_its_branch_logits(attention, num_pending, cache):
+    """A static cache widens the tree's mask to its capacity (the rows past the pointer hidden)."""
     model = build_tiny_pair(seed=5).target
     model.config._attn_implementation = attention
     assert_each_node_matches_its_branch(model, [1, 40, 41, 42, 43, 44], [50, 51, 52, 53, 54, 55, 56, 57],
-                                        num_pending, tolerance=1e-4)
+                                        num_pending, tolerance=1e-4, cache=cache)
 
 
 def test_a_wrong_mask_is_caught_by_the_branch_oracle(monkeypatch):
@@ -65,7 +68,7 @@ def test_a_wrong_mask_is_caught_by_the_branch_oracle(monkeypatch):
 
 def test_the_drafters_level_forwards_match_each_branch_decoded_alone():
     pair = build_tiny_pair(seed=6)
-    drafter = TreeDrafter(pair.draft, pair.vocab_size, SamplingParams(), prompt_len=4, branch=3)
+    drafter = TreeDrafter(KVCache(pair.draft, pair.vocab_size), SamplingParams(), prompt_len=4, branch=3)
     committed = [1, 40, 41, 42]
     with torch.inference_mode():
         tree = drafter.propose(committed, depth=4, budget=20)

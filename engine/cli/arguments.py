@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from engine.config import CUTOFF_MODES, DEVICES, DRAFTERS, DRAFT_DTYPES, DTYPES, SpecConfig
+from engine.config import CACHE_CHOICES, CUTOFF_MODES, DEVICES, DRAFTERS, DRAFT_DTYPES, TARGET_DTYPES, SpecConfig
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 if TYPE_CHECKING:
@@ -29,7 +29,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=DEVICES, default="auto")
     parser.add_argument("--draft-dtype", choices=DRAFT_DTYPES, default="auto",
                         help="auto (default): int8 on a CPU, bfloat16 on CUDA; the output never depends on it")
-    parser.add_argument("--target-dtype", choices=DTYPES, default="float32")
+    parser.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
+                        help="auto (default): bfloat16 on CUDA, float32 elsewhere (float32 decodes exactly as the "
+                             "target alone does, up to rounding)")
+    parser.add_argument("--cache", choices=CACHE_CHOICES, default="auto",
+                        help="the KV cache: static (sized once, rolled back by a pointer; CUDA graphs on a GPU) or "
+                             "dynamic (grows, cut rows freed); auto (default): static on CUDA, dynamic elsewhere")
 
 
 def add_generation_options(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +69,7 @@ def config_from_args(args: argparse.Namespace, drafter: str) -> SpecConfig:
                       ngram_min=args.ngram_min, ngram_max=args.ngram_max, raw=args.raw,
                       carryover=not args.no_carryover, cutoff_mode=args.cutoff_mode,
                       draft_temperature=args.draft_temperature, tree_nodes=args.tree_nodes,
-                      tree_branch=args.tree_branch)
+                      tree_branch=args.tree_branch, cache=args.cache)
 
 
 def load_pair_from_args(args: argparse.Namespace) -> ModelPair:

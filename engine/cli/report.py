@@ -28,7 +28,7 @@ def format_summary(trace: Trace, out_path: Path | None = None) -> str:
     mode = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, top-p {config.top_p:g}, top-k {config.top_k}"
     lines = [
         f"pair         {config.draft} -> {config.target} ({config.drafter} drafter, {config.device}, "
-        f"draft {config.draft_dtype or '-'}, target {config.target_dtype})",
+        f"draft {config.draft_dtype or '-'}, target {config.target_dtype}, {config.cache} KV cache)",
         f"settings     {_shape(config)}, {mode}, seed {config.seed}",
         f"tokens       {summary.new_tokens} new tokens in {summary.steps} steps "
         f"({summary.target_forwards} target forwards{', stopped at EOS' if trace.steps and trace.steps[-1].eos else ''})",

@@ -1,4 +1,10 @@
-"""Target-only decoding: the oracle for identical output and the yardstick for speedup."""
+"""Target-only decoding: the oracle for identical output and the yardstick for speedup.
+
+It runs on the same kernels as the speculative run it is compared with: the run's cache kind
+(`SpecConfig.cache`), so on a GPU its one-token forwards replay the same captured graph the
+draft's do on theirs, and "speedup" compares speculation with the fastest target-only decoding
+this engine has. Each token is read back as it is chosen (its EOS check and its time need it).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from engine.config import SpecConfig
+from engine.config import SpecConfig, resolve_cache
 from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, choose, to_probs
@@ -43,7 +49,9 @@ def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig,
     (asked between tokens) ends it early, e.g. on the UI's Stop."""
     params = SamplingParams(config.temperature, config.top_k, config.top_p)
     generator = torch.Generator(device=pair.device).manual_seed(config.seed)
-    cache = KVCache(pair.target, pair.vocab_size)
+    static = resolve_cache(config.cache, pair.device.type) == "static"
+    cache = KVCache(pair.target, pair.vocab_size, pair.runner_pool("target") if static else None,
+                    len(prompt_ids) + config.max_new_tokens + 1)
     started = time.perf_counter()
     generated: list[int] = []
     times: list[float] = []
@@ -55,11 +63,13 @@ def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig,
                 stopped = True
                 break
             logits = cache.forward(feed, num_logits=1).logits[0]                     # (V,)
-            token = choose(logits, to_probs(logits, params), params, generator)
+            chosen = choose(logits, to_probs(logits, params), params, generator)    # (1,) on the device
+            token = int(chosen)                                                     # read back: EOS? when?
             generated.append(token)
             times.append(time.perf_counter() - started)
             if token in pair.eos_token_ids:
                 break
-            feed = [token]
+            feed = chosen
+    cache.release()
     return BaselineResult(tuple(generated), time.perf_counter() - started, token_times_s=tuple(times),
                           stopped=stopped)

@@ -3,6 +3,10 @@
 `Generation.step()` runs exactly one step and returns its record, so a caller (the
 UI's generator, the CLI, a test) decides when to continue and can stop between
 any two steps with a valid partial trace in hand.
+
+A chain step keeps its tensors on the device from the first draft forward to the acceptance
+rule and reads back what the host needs in one copy (readout.py), so on a GPU the whole step
+is queued without a wait; its phases are timed with device events (step_clock.py).
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ from typing import Callable
 
 import torch
 
-from engine.config import MAX_K, NGRAM_DRAFTER, SpecConfig
+from engine.config import MAX_K, NGRAM_DRAFTER, SpecConfig, resolve_cache
 from engine.decode.adaptive import AdaptiveDraftLength
 from engine.decode.drafters import Drafter, ModelDrafter, NgramDrafter, Proposal
-from engine.decode.kv import KVCache, wait_for
+from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
-from engine.decode.recorder import StepData, StepRecorder
+from engine.decode.readout import Readout, ids
+from engine.decode.recorder import StepData, StepRecorder, read_details, request_details
 from engine.decode.sampling import SamplingParams, to_probs
+from engine.decode.step_clock import StepClock
 from engine.decode.tree.draft import TreeDrafter
 from engine.decode.tree.step import TreeStep
-from engine.decode.verify import Acceptance, accept_greedy, accept_sampling
+from engine.decode.verify import Decision, decide_greedy, decide_sampling
 from engine.records import CacheLengths, EmittedToken, StepRecord, StepTiming
 from engine.formats.trace import TextTokens, Trace
 
@@ -40,7 +46,6 @@ class Verification:
     rows: int                     # tokens fed: the pending committed ones, then the k drafts
     cache_before: int
     cache_after_forward: int
-    elapsed_ms: float
 
 
 class Generation:
@@ -49,12 +54,13 @@ class Generation:
     def __init__(self, pair: ModelPair, prompt_text: str, prompt_ids: list[int], config: SpecConfig,
                  detailed: bool = True, drafter: Drafter | None = None):
         self.pair = pair
-        self.config = config
+        self.config = config.replace(cache=resolve_cache(config.cache, pair.device.type))
         self.prompt = TextTokens(prompt_text, tuple(prompt_ids))
         self.committed = list(prompt_ids)
         self.params = SamplingParams(config.temperature, config.top_k, config.top_p)
         self.generator = torch.Generator(device=pair.device).manual_seed(config.seed)
-        self.target = KVCache(pair.target, pair.vocab_size)
+        self.clock = StepClock(pair.device)
+        self.target = self.cache_for(pair.target, "target")
         self.tree = TreeStep() if config.is_tree else None      # token trees: engine/decode/tree/
         self.drafter = drafter or self._make_drafter()
         self.recorder = StepRecorder(pair.token_text, detailed)
@@ -76,29 +82,76 @@ class Generation:
         started = time.perf_counter()
         with torch.inference_mode():
             data = self.tree.run(self) if self.tree is not None else self._chain_step()
-            data.timing = dataclasses.replace(data.timing, total=(time.perf_counter() - started) * 1000)
+            total = (time.perf_counter() - started) * 1000
+            data.timing = dataclasses.replace(data.timing, total=total,
+                                              engine=max(0.0, total - data.timing.draft - data.timing.verify))
             record = self.recorder.record(data)
         self.elapsed_s += time.perf_counter() - started
         self.records.append(record)
+        if self.is_done:
+            self.release()
         return record
+
+    def release(self) -> None:
+        """Give back the static caches' runners (a finished or abandoned run); nothing for dynamic ones."""
+        self.target.release()
+        kv = getattr(self.drafter, "kv", None)
+        if kv is not None:
+            kv.release()
 
     def _chain_step(self) -> StepData:
         """A chain step: the five phases of docs/architecture.md §2 (a tree step: tree/step.py)."""
         context_len = len(self.committed)
+        start = self.clock.mark()
         proposal = self.drafter.propose(self.committed, self.draft_length())             # 1. draft
-        verification = self.verify(proposal.token_ids)                                   # 2. verify
-        acceptance = self._accept(proposal, verification.logits, verification.probs)     # 3. accept
+        drafted = self.clock.mark()
+        drafts = proposal.drafts(self.pair.device)                                       # (k,) on the device
+        verification = self.verify(drafts)                                               # 2. verify
+        verified = self.clock.mark()
+        decision = self._decide(drafts, proposal, verification)                          # 3. accept (on the device)
+        readout = self._readout(drafts, proposal, verification, decision)
+        values = readout.fetch()                                                         # the step's one copy
+        proposal.token_ids = ids(values["drafts"])
+        acceptance = decision.acceptance(int(values["accepted"][0]), int(values["next"][0]),
+                                         values.get("accept_probs"), values.get("uniforms"))
+        proposal.elapsed_ms = self.clock.between(start, drafted)
+        verify_ms = self.clock.between(drafted, verified)
         kept = self.kept_run(proposal.token_ids[:acceptance.num_accepted], acceptance.next_token, acceptance.next_kind)
         kv_target, kv_draft = self._cutoff(proposal, kept, verification)                 # 4. cutoff
         emitted, eos = self.emit(kept)                                                   # 5. emit
         if self.adaptive is not None:
-            self.adaptive.observe(len(proposal.token_ids), acceptance.num_accepted, proposal.elapsed_ms,
-                                  verification.elapsed_ms, verification.rows, timed=bool(self.records))
+            self.adaptive.observe(proposal.num_tokens, acceptance.num_accepted, proposal.elapsed_ms,
+                                  verify_ms, verification.rows, timed=bool(self.records))
         return StepData(
             index=len(self.records), context_len=context_len, proposal=proposal,
-            target_probs=verification.probs, acceptance=acceptance, emitted=emitted, kv_target=kv_target,
-            kv_draft=kv_draft, timing=StepTiming(proposal.elapsed_ms, verification.elapsed_ms, 0.0),
-            eos=eos, is_greedy=self.params.is_greedy)
+            target_ids=self.target_ids(proposal.token_ids, acceptance.num_accepted, acceptance.next_token,
+                                       ids(values["choice"])),
+            acceptance=acceptance, emitted=emitted, kv_target=kv_target, kv_draft=kv_draft,
+            timing=StepTiming(proposal.elapsed_ms, verify_ms, 0.0), eos=eos,
+            details=read_details(values, proposal.num_tokens) if self.recorder.detailed else None)
+
+    def _readout(self, drafts: torch.Tensor, proposal: Proposal, verification: Verification,
+                 decision: Decision) -> Readout:
+        """What the host needs of this step, queued on the device for one copy."""
+        readout = Readout()
+        readout.add("drafts", drafts)
+        readout.add("choice", decision.target_choice)
+        readout.add("accepted", decision.num_accepted)
+        readout.add("next", decision.next_token)
+        if decision.accept_probs is not None:
+            readout.add("accept_probs", decision.accept_probs)
+            readout.add("uniforms", decision.uniforms)
+        if self.recorder.detailed:
+            request_details(readout, drafts, proposal.probs, verification.probs, decision.next_law,
+                            self.params.is_greedy, overlap=True)
+        return readout
+
+    @staticmethod
+    def target_ids(draft_ids: list[int], num_accepted: int, next_token: int, choice: list[int]) -> list[int]:
+        """(k + 1) the token the target emits at each position if reached (the accepted drafts, then
+        the next token), else its argmax there."""
+        return [draft_ids[i] if i < num_accepted else next_token if i == num_accepted else choice[i]
+                for i in range(len(draft_ids) + 1)]
 
     def trace(self) -> Trace:
         """A valid trace of everything so far (complete=False until generation ends)."""
@@ -109,19 +162,36 @@ class Generation:
 
     # -- phases ---------------------------------------------------------------------------
 
+    def cache_for(self, model: torch.nn.Module, role: str) -> KVCache:
+        """A KV cache of the run's kind for `model`: a static one is lent from the pair's pool of
+        runners, with room for the prompt, every new token and the largest overhang past them."""
+        if self.config.cache != "static":
+            return KVCache(model, self.pair.vocab_size)
+        return KVCache(model, self.pair.vocab_size, self.pair.runner_pool(role), self.rows_needed())
+
+    def rows_needed(self) -> int:
+        """The most rows a cache of this run can hold at once: prompt + new tokens + the forward that
+        goes furthest past them (k drafts, a tree, its draft's expanded nodes), and in the lab modes
+        that keep rejected rows, every row drafted."""
+        config = self.config
+        k = min(2 * config.k, MAX_K) if config.adaptive_k else config.k
+        overhang = max(k, config.tree_nodes, config.tree_branch * k if config.is_tree else 0) + 1
+        kept = config.max_new_tokens * (k + 1) if config.cutoff_mode != "truncate" else 0
+        return len(self.prompt.token_ids) + config.max_new_tokens + overhang + kept
+
     def _make_drafter(self) -> Drafter:
         config = self.config
         if config.drafter == NGRAM_DRAFTER:
             return NgramDrafter(config.ngram_min, config.ngram_max)
         if self.pair.draft is None:
             raise ValueError(f"the {self.pair.target_name} pair has no draft model; use the n-gram drafter")
+        kv = self.cache_for(self.pair.draft, "draft")
         if config.is_tree:
-            return TreeDrafter(self.pair.draft, self.pair.vocab_size, self.params, len(self.prompt.token_ids),
-                               config.tree_branch)
+            return TreeDrafter(kv, self.params, len(self.prompt.token_ids), config.tree_branch)
         draft_params = self.params
         if config.draft_temperature >= 0:    # lab: sampled drafting, greedy verification
             draft_params = SamplingParams(config.draft_temperature, config.top_k, config.top_p)
-        return ModelDrafter(self.pair.draft, self.pair.vocab_size, draft_params, self.generator, len(self.prompt.token_ids),
+        return ModelDrafter(kv, draft_params, self.generator, len(self.prompt.token_ids),
                             config.confidence_threshold, config.carryover, config.cutoff_mode)
 
     def draft_length(self) -> int:
@@ -131,33 +201,36 @@ class Generation:
         k = self.adaptive.k if self.adaptive is not None else self.config.k
         return max(0, min(k, remaining - 1, room))
 
-    def verify(self, drafts: list[int], layout: TreeLayout | None = None) -> Verification:
-        """One target forward over its pending tokens and the drafts: k+1 distributions. A token tree
-        passes `layout`, which gives (position ids, 4D attention mask) for (cached length, pending
-        count); it is built inside the timer, as part of the verify (engine/decode/tree/mask.py)."""
-        started = time.perf_counter()
+    def verify(self, drafts: torch.Tensor | list[int], layout: TreeLayout | None = None) -> Verification:
+        """One target forward over its pending tokens and the drafts: k+1 distributions. The drafts
+        may be on the device (a chain's, never read back first) or host ids (a tree's nodes). A token
+        tree passes `layout`, which gives (position ids, 4D attention mask) for (cached length,
+        pending count) (engine/decode/tree/mask.py)."""
         pending = self.committed[self.target.num_committed:]
         k = len(drafts)
         placed = {} if layout is None else dict(zip(("position_ids", "attention_mask"),
                                                      layout(self.target.length, len(pending))))
-        result = self.target.forward(pending + drafts, num_logits=k + 1, **placed)
+        if isinstance(drafts, torch.Tensor):
+            fed = torch.cat([torch.tensor(pending, dtype=torch.long, device=drafts.device), drafts])   # (P + k,)
+        else:
+            fed = pending + drafts
+        result = self.target.forward(fed, num_logits=k + 1, **placed)
         self.target.commit(len(pending))
         target_probs = to_probs(result.logits, self.params)                             # (k+1, V)
-        wait_for(target_probs)
         return Verification(result.logits, target_probs, len(pending) + k, result.length_before,
-                            result.length_after, (time.perf_counter() - started) * 1000)
+                            result.length_after)
 
-    def _accept(self, proposal: Proposal, target_logits: torch.Tensor, target_probs: torch.Tensor) -> Acceptance:
+    def _decide(self, drafts: torch.Tensor, proposal: Proposal, verification: Verification) -> Decision:
         if self.params.is_greedy:
-            return accept_greedy(proposal.token_ids, target_logits)
-        return accept_sampling(proposal.token_ids, proposal.probs, target_probs, self.generator)
+            return decide_greedy(drafts, verification.logits)
+        return decide_sampling(drafts, proposal.probs, verification.probs, self.generator)
 
     def _cutoff(self, proposal: Proposal, kept: list[tuple[int, str]],
                 verification: Verification) -> tuple[CacheLengths, CacheLengths | None]:
         """Retire the drafts the output does not keep: the target loses k - kept, the draft
         max(0, k - kept - 1) (kept = accepted, fewer when an EOS ends the run early)."""
         num_kept = sum(kind == "accepted" for _, kind in kept)
-        removed = self.target.cutoff(len(proposal.token_ids) - num_kept, self.config.cutoff_mode)
+        removed = self.target.cutoff(proposal.num_tokens - num_kept, self.config.cutoff_mode)
         self.target.commit(num_kept)
         return (self.target.lengths(verification.cache_before, verification.cache_after_forward, removed),
                 self.drafter.on_verified(proposal, num_kept))

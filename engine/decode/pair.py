@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.decode.adaptive import DrafterCosts
+from engine.device_costs import DeviceCosts
 from engine.runtime.kernel_names import ONEDNN_PREPACKED
+from engine.runtime.static_runner import PoolSettings, RunnerPool
 
 if TYPE_CHECKING:
     import torch
@@ -40,7 +42,21 @@ class ModelPair:
     draft_kernel: str = ""                # the same for the draft model; "" when draft is None
     shared_token_ids: int | None = None   # ids both tokenizers define, when their lengths differ (else None)
     step_costs: DrafterCosts = field(default_factory=DrafterCosts, compare=False)   # adaptive k's, per drafter
+    # static caches (engine/runtime/static_runner.py): what each model's runners capture, and the pools,
+    # made on first use (at load on CUDA, where their graphs are captured then)
+    pool_settings: dict[str, PoolSettings] = field(default_factory=dict, compare=False, repr=False)
+    static_pools: dict[str, RunnerPool] = field(default_factory=dict, compare=False, repr=False)
+    device_costs: DeviceCosts | None = field(default=None, compare=False)   # measured at load on a GPU
     _token_texts: dict[int, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def runner_pool(self, role: str) -> RunnerPool:
+        """The static-cache runners of the "target" or the "draft" model."""
+        if role not in self.static_pools:
+            model = self.target if role == "target" else self.draft
+            if model is None:
+                raise ValueError(f"the {self.target_name} pair has no draft model")
+            self.static_pools[role] = RunnerPool(model, self.pool_settings.get(role, PoolSettings()))
+        return self.static_pools[role]
 
     @property
     def prepacked(self) -> bool:

@@ -48,8 +48,9 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def choose(logits: torch.Tensor, probs: torch.Tensor, params: SamplingParams,
-           generator: torch.Generator | None) -> int:
-    """Pick one token from a (V,) distribution: argmax when greedy, else a seeded sample."""
+           generator: torch.Generator | None) -> torch.Tensor:
+    """Pick one token from a (V,) distribution: argmax when greedy, else a seeded sample. The
+    (1,) result stays on the device: it can be fed to the next forward without a host sync."""
     if params.is_greedy:
-        return int(torch.argmax(logits).item())
-    return int(torch.multinomial(probs, 1, generator=generator).item())
+        return torch.argmax(logits).view(1)
+    return torch.multinomial(probs, 1, generator=generator)

@@ -104,7 +104,12 @@ def _plain(value: Any) -> Any:
 def _step_to_dict(step: StepRecord) -> dict[str, Any]:
     data = _plain(step)
     data["kv"] = {"target": data.pop("kv_target"), "draft": data.pop("kv_draft")}
+    for cache in filter(None, data["kv"].values()):
+        if cache["capacity"] is None:     # a dynamic cache: its record reads as before static caches existed
+            del cache["masked"], cache["capacity"]
     data["timing_ms"] = data.pop("timing")
+    if data["timing_ms"]["engine"] is None:
+        del data["timing_ms"]["engine"]
     if data["tree"] is None:        # chains record no tree: their steps read as before trees existed
         del data["tree"]
     return data

@@ -31,7 +31,8 @@ def _cache(reader: FieldReader | None) -> CacheLengths | None:
     if reader is None:
         return None
     return CacheLengths(reader.int("before"), reader.int("after_forward"), reader.int("cutoff"), reader.int("after_cutoff"),
-                        reader.int("stale", optional=True))
+                        reader.int("stale", optional=True), masked=reader.int("masked", optional=True),
+                        capacity=reader.int("capacity", optional=True))
 
 
 def _checkcache_records(steps: tuple[StepRecord, ...], schema: str) -> None:
@@ -62,6 +63,14 @@ def _check_cutoff(cache: CacheLengths, last: CacheLengths | None, where: str) ->
     if cache.after_cutoff != cache.after_forward - cache.cutoff:
         raise TraceFormatError(f"{where}.after_cutoff ({cache.after_cutoff}) must be after_forward "
                                f"({cache.after_forward}) - cutoff ({cache.cutoff})")
+    if cache.capacity is not None and cache.after_forward > cache.capacity:
+        raise TraceFormatError(f"{where}.after_forward ({cache.after_forward}) exceeds the static cache's capacity "
+                               f"{cache.capacity}")
+    if (cache.masked is None) != (cache.capacity is None):
+        raise TraceFormatError(f"{where} needs both masked and capacity (a static cache) or neither (a dynamic one)")
+    if cache.masked is not None and cache.after_cutoff + cache.masked > cache.capacity:
+        raise TraceFormatError(f"{where}.masked ({cache.masked}) rows past after_cutoff ({cache.after_cutoff}) do not "
+                               f"fit in the static cache's capacity {cache.capacity}")
     if cache.stale > cache.after_cutoff:
         raise TraceFormatError(f"{where}.stale ({cache.stale}) exceeds the cache length {cache.after_cutoff}")
     if last is not None and cache.stale < last.stale:
@@ -86,7 +95,8 @@ def _parse_step(r: FieldReader) -> StepRecord:
         num_accepted=r.int("num_accepted"),
         emitted=tuple(EmittedToken(e.int("id"), e.str("text"), e.get("kind", EMIT_KIND)) for e in r.items("emitted")),
         kv_target=_cache(kv.obj("target")), kv_draft=_cache(kv.obj("draft", optional=True)),
-        timing=StepTiming(timing.num("draft"), timing.num("verify"), timing.num("total")),
+        timing=StepTiming(timing.num("draft"), timing.num("verify"), timing.num("total"),
+                          timing.num("engine", optional=True)),
         eos=r.bool("eos", False),
         residual=tuple(Alternative(a.int("id"), a.str("text"), a.prob("prob")) for a in r.items("residual", optional=True)),
         overlap=r.values("overlap", PROBABILITY, optional=True) or (),
@@ -150,6 +160,7 @@ def _config(reader: FieldReader) -> SpecConfig:
     fields = [field for field in dataclasses.fields(SpecConfig) if field.name in reader.data]
     values = {field.name: reader.get(field.name, CONFIG_KINDS[getattr(field.type, "__name__", field.type)])
               for field in fields}
+    values.setdefault("cache", "dynamic")       # files from before the static cache ran on a dynamic one
     try:
         return SpecConfig(**values)
     except ConfigError as error:
@@ -178,6 +189,11 @@ def _check_consistency(trace: Trace, stored: FieldReader) -> None:
         if step.eos and position < len(trace.steps) - 1:
             raise TraceFormatError(f"{where}.eos is true, but steps follow it")
         check_tree(step, trace.config, where)
+        static = trace.config.cache == "static"
+        for name, cache in cache_records(step):
+            if (cache.capacity is not None) != static:
+                raise TraceFormatError(f"{where}.kv.{name} {'lacks' if static else 'has'} a capacity, but the run's "
+                                       f"config.cache is {trace.config.cache!r} (a static cache records its capacity)")
         committed += step.num_emitted
     emitted_ids = tuple(token.id for step in trace.steps for token in step.emitted)
     if emitted_ids != trace.output.token_ids:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER
+from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER, resolve_target_dtype
 from engine.decode.pair import ModelPair
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.runtime.cpu.kernels import can_quantize_int8
@@ -48,7 +48,7 @@ class _Source:
 
 
 def load_pair(preset: str | None = None, *, draft: str | None = None, target: str | None = None,
-              device: str = "auto", draft_dtype: str = "float32", target_dtype: str = "float32",
+              device: str = "auto", draft_dtype: str = "float32", target_dtype: str = "auto",
               cache_dir: str | None = None, progress: Progress | None = None, prepack: bool = True,
               before_weights: Callable[[], None] | None = None) -> ModelPair:
     """Load a draft/target pair: a preset (default qwen-coder), or explicit references that
@@ -58,6 +58,8 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     On the CPU, `prepack` reorders the target's (and a bfloat16 draft's) linear weights
     for oneDNN so that verifying k + 1 tokens costs about one decoding step
     (engine/runtime/cpu/kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
+    On CUDA the target loads in bfloat16 unless `target_dtype` names another ("auto"), and both
+    models' static-cache forwards are captured as CUDA graphs (engine/loading/speed_up.py).
 
     `before_weights` is called once every check that needs no weights has passed (device,
     dtypes, references, tokenizers), right before the weights load: a cache that must free
@@ -66,6 +68,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     before_weights = before_weights or (lambda: None)
     torch_device = resolve_device(device)
     draft_dtype = resolve_draft_dtype(draft_dtype, torch_device)
+    target_dtype = resolve_target_dtype(target_dtype, torch_device.type)
     draft_torch_dtype, target_torch_dtype = _dtype(draft_dtype, "draft"), _dtype(target_dtype, "target")
     if draft_dtype == "int8" and torch_device.type != "cpu":
         raise ModelLoadError(f"an int8 draft runs on the CPU only, but the device is {torch_device.type}: "

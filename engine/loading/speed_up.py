@@ -1,5 +1,10 @@
-"""Put a loaded pair on the fast CPU kernels (engine/runtime/cpu/kernels.py), each behind its
-probe, and record which kernels run (engine/runtime/kernel_names.py)."""
+"""Put a loaded pair on its device's fast path (engine/runtime/) and record what runs.
+
+On a CPU: the fast kernels (engine/runtime/cpu/kernels.py), each behind its probe
+(engine/runtime/kernel_names.py names them). On CUDA: static caches whose forwards are
+captured as CUDA graphs now, at load (engine/runtime/static_runner.py; the capture's seconds
+are in the load status), then the device's costs measured on them (engine/decode/cost_probe.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from engine.decode.cost_probe import measure_costs
 from engine.decode.pair import ModelPair
 from engine.runtime.kernel_names import STOCK
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
@@ -16,8 +22,13 @@ from engine.runtime.cpu.kernels import (NO_FILES, kernel_of, prepack_linear_laye
 from engine.presets import first_line
 from engine.runtime.cpu.int8_store import Int8Store
 from engine.runtime.cpu.kernel_probe import probe_prepacked
+from engine.runtime.static_runner import PoolSettings
 
 Progress = Callable[[float, str], None]
+GRAPH_MAX_K = 8              # the target's verify graphs cover k = 1..8 (k + 1 rows); larger k runs eagerly
+GRAPH_ROWS = {"target": tuple(range(1, GRAPH_MAX_K + 2)),     # one-token decode, then k + 1 rows
+              "draft": (1, 2)}                                 # one draft token; a carryover's two
+PREPARED_ROWS = 512          # the runners captured at load hold prompt + new tokens up to this
 
 
 def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
@@ -38,12 +49,33 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
         _prepack(pair.target, target_files, report)
         if pair.draft is not None and draft_dtype == "bfloat16":
             _prepack(pair.draft, draft_files, report)
+    if pair.device.type == "cuda":
+        _capture_graphs(pair, report)
     pair.target_kernel, pair.draft_kernel = kernel_of(pair.target), kernel_of(pair.draft)
     for model, kernel, model_files in ((pair.target, pair.target_kernel, target_files),
                                        (pair.draft, pair.draft_kernel, draft_files)):
         if model is not None and kernel != STOCK:    # a plain model stays mapped
             release_mapped_weights(model, model_files)
     return pair
+
+
+def _capture_graphs(pair: ModelPair, report: Progress) -> None:
+    """Static-cache runners for both models with their graphs captured now, not at the first Run,
+    then the device's costs measured on them. A capture that fails leaves eager static forwards."""
+    roles = ["target"] + (["draft"] if pair.draft is not None else [])
+    report(0.95, f"capturing CUDA graphs of the {' and '.join(roles)} (one per row count)")
+    try:
+        pair.pool_settings = {role: PoolSettings(GRAPH_ROWS[role], "cuda") for role in roles}
+        pair.static_pools.clear()
+        for role in roles:
+            pair.runner_pool(role).prepare(PREPARED_ROWS)
+    except RuntimeError as error:
+        report(0.96, f"CUDA graph capture failed ({first_line(error)}); the static cache runs eagerly")
+        pair.pool_settings = {}
+        pair.static_pools.clear()
+    capture_s = sum(pool.capture_s for pool in pair.static_pools.values())
+    report(0.98, f"measuring this GPU's costs (graphs captured in {capture_s:.1f} s)")
+    pair.device_costs = measure_costs(pair, "static")
 
 
 def _prepack(model: PreTrainedModel, files: CheckpointFiles, report: Progress) -> None:

@@ -17,10 +17,7 @@ verification `on_verified` keeps only the accepted path's expanded nodes, gather
 
 from __future__ import annotations
 
-import time
-
 import torch
-from transformers import PreTrainedModel
 
 from engine.decode.drafters import unfed
 from engine.decode.kv import KVCache
@@ -64,8 +61,8 @@ class Candidates:
 class TreeDrafter:
     """A draft model with its own KV cache that proposes token trees."""
 
-    def __init__(self, model: PreTrainedModel, vocab_size: int, params: SamplingParams, prompt_len: int, branch: int):
-        self.kv = KVCache(model, vocab_size)
+    def __init__(self, kv: KVCache, params: SamplingParams, prompt_len: int, branch: int):
+        self.kv = kv
         self.params = params
         self.prompt_len = prompt_len
         self.branch = branch
@@ -73,7 +70,6 @@ class TreeDrafter:
 
     def propose(self, committed: list[int], depth: int, budget: int) -> DraftTree:
         """A tree of at most `budget` nodes and `depth` levels after `committed`."""
-        started = time.perf_counter()
         pending, carryover = unfed(committed, self.kv, self.prompt_len)
         before = self.kv.length
         self._fed_from = before
@@ -95,8 +91,7 @@ class TreeDrafter:
             first_row = sum(len(block) for block in rows)
             row_of.update({candidate: first_row + i for i, candidate in enumerate(frontier)})
             rows.append(law)
-        return self._tree(candidates, candidates.best(budget), row_of, torch.cat(rows), fed, carryover, before,
-                          (time.perf_counter() - started) * 1000)
+        return self._tree(candidates, candidates.best(budget), row_of, torch.cat(rows), fed, carryover, before)
 
     def on_verified(self, tree: DraftTree, kept_path: list[int]) -> CacheLengths:
         """Keep the kept path's expanded nodes (gathered into place), remove every other node fed."""
@@ -125,7 +120,7 @@ class TreeDrafter:
         return to_probs(logits, self.params)
 
     def _tree(self, candidates: Candidates, chosen: list[int], row_of: dict[int, int], draft_probs: torch.Tensor,
-              fed: list[int], carryover: list[int], before: int, elapsed_ms: float) -> DraftTree:
+              fed: list[int], carryover: list[int], before: int) -> DraftTree:
         """The chosen candidates as a DraftTree, ids by depth then score."""
         ordered = sorted(chosen, key=lambda c: (candidates.depths[c], -candidates.scores[c], c))
         node_of = {candidate: node for node, candidate in enumerate(ordered)}
@@ -138,4 +133,4 @@ class TreeDrafter:
             draft_rows={node_of[c]: row for c, row in row_of.items() if c in node_of},
             draft_probs=draft_probs,
             fed=[node_of.get(c, None) for c in fed],
-            carryover=carryover, cache_before=before, cache_after_forward=self.kv.length, elapsed_ms=elapsed_ms)
+            carryover=carryover, cache_before=before, cache_after_forward=self.kv.length)

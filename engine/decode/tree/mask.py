@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from engine.runtime.static_cache import additive
+
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(R, W) bool -> (1, 1, R, W) additive float mask: 0 where allowed, the dtype's minimum elsewhere."""
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[None, None]
+    return additive(allowed, dtype)[None, None]
 
 
 def verify_mask(past: int, num_pending: int, ancestry: torch.Tensor, dtype: torch.dtype,

@@ -26,7 +26,6 @@ class DraftTree:
     carryover: list[int] = field(default_factory=list)   # committed tokens fed to the draft first
     cache_before: int = 0
     cache_after_forward: int = 0
-    elapsed_ms: float = 0.0
 
     @property
     def size(self) -> int:
@@ -58,4 +57,4 @@ class DraftTree:
 
 def empty_tree(carryover: list[int], cache_length: int) -> DraftTree:
     """No drafting this step (the token budget leaves no room): the target decodes one token."""
-    return DraftTree([], [], [], [], {}, None, [], carryover, cache_length, cache_length, 0.0)
+    return DraftTree([], [], [], [], {}, None, [], carryover, cache_length, cache_length)

@@ -1,0 +1,71 @@
+"""What one forward costs on this machine, and what speculation can buy with it (torch-free).
+
+Measured once when a pair loads on a GPU (engine/decode/cost_probe.py): one target token, one
+draft token, and a verify of k + 1 tokens for each k, on the kernels the runs will use. With
+c = a draft token / a target token and v_k = a verify of k + 1 tokens / a target token, the
+i.i.d. model (engine/metrics.py) predicts a speedup of E(a, k) / (k c + v_k) at acceptance a.
+Speculation pays only above a break-even acceptance; on a GPU where a small draft costs most
+of a target token (both latency-bound) that break-even can sit near 1, and the page says so
+before Run, naming the drafter that costs nothing per token (n-gram lookup).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.metrics import expected_speedup
+
+BREAK_EVEN_STEPS = 40            # bisection steps on the acceptance: far below any shown precision
+NGRAM_COST_RATIO = 0.0           # an n-gram lookup runs no forward: microseconds on the host
+
+
+@dataclass(frozen=True)
+class DeviceCosts:
+    device: str                              # e.g. "NVIDIA H200" or "cpu"
+    cache: str                               # the cache kind the runs use: "static" | "dynamic"
+    graphs: bool                             # whether the forwards replay CUDA graphs
+    target_token_ms: float                   # one target-only decoding forward
+    draft_token_ms: float | None             # one draft forward (None: no draft model)
+    verify_ms: tuple[tuple[int, float], ...]  # (k, one verify of k + 1 tokens) for each k measured
+    capture_s: float = 0.0                   # graph capture at load, seconds (0 without graphs)
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """c: one draft token in target tokens."""
+        return None if self.draft_token_ms is None else self.draft_token_ms / self.target_token_ms
+
+    def verify_cost(self, k: int) -> float:
+        """v_k: a verify of k + 1 tokens in target tokens (the nearest measured k)."""
+        nearest_k, ms = min(self.verify_ms, key=lambda item: abs(item[0] - k))
+        return ms / self.target_token_ms
+
+    @property
+    def ks(self) -> list[int]:
+        return [k for k, _ in self.verify_ms]
+
+    def speedup(self, alpha: float, k: int, cost_ratio: float | None = None) -> float:
+        """The i.i.d. model's speedup at acceptance alpha with k drafts, at these costs (the model
+        drafter's c unless `cost_ratio` is given, e.g. the n-gram drafter's)."""
+        c = self.cost_ratio if cost_ratio is None else cost_ratio
+        return expected_speedup(alpha, k, c or 0.0, self.verify_cost(k))
+
+    def best(self, alpha: float, cost_ratio: float | None = None) -> tuple[int, float]:
+        """(k, speedup) of the fastest measured k at acceptance alpha."""
+        return max(((k, self.speedup(alpha, k, cost_ratio)) for k in self.ks), key=lambda item: item[1])
+
+    def break_even(self, cost_ratio: float | None = None) -> float | None:
+        """The least acceptance at which some k beats target-only decoding (None: none ever does,
+        not even with every draft accepted)."""
+        if self.best(1.0, cost_ratio)[1] <= 1.0:
+            return None
+        low, high = 0.0, 1.0
+        for _ in range(BREAK_EVEN_STEPS):
+            middle = (low + high) / 2
+            low, high = (low, middle) if self.best(middle, cost_ratio)[1] > 1.0 else (middle, high)
+        return high
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "cache": self.cache, "graphs": self.graphs,
+                "target_token_ms": self.target_token_ms, "draft_token_ms": self.draft_token_ms,
+                "verify_ms": {str(k): ms for k, ms in self.verify_ms}, "capture_s": self.capture_s,
+                "cost_ratio": self.cost_ratio, "verify_cost": {str(k): self.verify_cost(k) for k in self.ks}}

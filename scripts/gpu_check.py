@@ -1,0 +1,358 @@
+"""SpecViz's GPU path, checked and measured in one run (docs/benchmark.md, "GPU").
+
+    python scripts/gpu_check.py                        # one NVIDIA GPU: the presets' shapes, random weights
+    python scripts/gpu_check.py --device cpu --small   # the same checks on a CPU, small shapes (CI runs it)
+
+One JSON document on stdout (progress on stderr); exit status 1 if a check fails.
+
+- identity: greedy runs of the tiny random pair on a static cache with graphs against target-only
+  decoding on a dynamic, eager cache (an implementation sharing none of the pointer, masks or
+  graphs): float32 must be identical; each bfloat16 flip is listed with the target's top-2 logit
+  margin where it happened (a near tie); sampled runs must finish.
+- costs: one target token, one draft token and a verify of k + 1 tokens for each k, eager
+  (dynamic cache) against CUDA graphs (static cache), at the presets' shapes with random weights
+  (a forward's cost depends on shapes, not values), and the graphs' capture time.
+- steps: the engine's step breakdown (draft, verify, and engine work outside the forwards), the
+  device-to-host copies a step makes, and target-only decoding eager against graphs.
+- predicted: the speedups those costs give at the acceptance the real weights showed on a CPU
+  (assets/sweeps/qwen-coder.json for the draft model; benchmarks/data/qwen-coder-ngram-edits.json
+  for n-gram lookup on prompts that quote what they edit). Random weights accept nothing, so these
+  are predictions, marked as such; the run also checks the cost model itself at the acceptance
+  the random pair does show.
+
+Needs torch, transformers and tokenizers only, and no network. --shapes names a folder with
+draft/config.json and target/{config.json, tokenizer files} (the default pair's converted cache
+folders hold them); without it the shapes come from benchmarks/shapes.py and prompts are encoded
+by the tiny character tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from benchmarks.shapes import random_pair  # noqa: E402
+from engine.config import SpecConfig  # noqa: E402
+from engine.decode.baseline import target_only  # noqa: E402
+from engine.decode.cost_probe import device_name, measure_costs  # noqa: E402
+from engine.decode.pair import ModelPair  # noqa: E402
+from engine.decode.speculative import SpeculativeEngine  # noqa: E402
+from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts  # noqa: E402
+from engine.loading.speed_up import GRAPH_ROWS, PREPARED_ROWS  # noqa: E402
+from engine.loading.tiny import build_tiny_pair  # noqa: E402
+from engine.metrics import expected_speedup, expected_tokens_per_step  # noqa: E402
+from engine.decode.step_clock import StepClock  # noqa: E402
+from engine.runtime.cuda.attention import PINNED_BACKENDS, pinned_attention  # noqa: E402
+from engine.runtime.static_runner import PoolSettings, StaticRunner  # noqa: E402
+
+PROMPTS = ("Hello, world", "def reverse(xs):", "The quick brown fox", "aaaa bbbb aaaa bbbb", "1 2 3 4 5 6",
+           "Speculative decoding is", "print('hi')\nprint('hi')", "SELECT * FROM t WHERE")
+IDENTITY_CONFIGS = (SpecConfig(k=2, max_new_tokens=24), SpecConfig(k=4, max_new_tokens=24),
+                    SpecConfig(k=6, max_new_tokens=24), SpecConfig(k=5, tree_nodes=16, tree_branch=3, max_new_tokens=24))
+NEAR_TIE = 0.5                 # logits: a bfloat16 flip where the target's top two differ by less is a near tie
+STEP_PROMPT = "Write a Python function that checks whether a string is a palindrome, ignoring case and punctuation."
+STEP_K, STEP_TOKENS = 5, 64
+GOAL_TARGET_TOKEN_MS = 4.2     # H200, the 1.5B shape: the prototype's graphs (issue 26)
+GOAL_ENGINE_MS = 1.0           # engine work outside the forwards, per step
+GOAL_MODEL_ADHERENCE = 0.10    # the model drafter within 10 % of the cost model at its measured c and v
+MODEL_SWEEP = ROOT / "assets" / "sweeps" / "qwen-coder.json"
+NGRAM_SWEEP = ROOT / "benchmarks" / "data" / "qwen-coder-ngram-edits.json"
+
+
+def log(message: str) -> None:
+    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def with_graphs(pair: ModelPair) -> ModelPair:
+    """Static-cache runners that capture what a load captures: CUDA graphs on a GPU, their eager
+    stand-in elsewhere (the same dispatch)."""
+    backend = "cuda" if pair.device.type == "cuda" else "eager-replay"
+    roles = ["target"] + (["draft"] if pair.draft is not None else [])
+    pair.pool_settings = {role: PoolSettings(GRAPH_ROWS[role], backend) for role in roles}
+    pair.static_pools.clear()
+    for role in roles:
+        pair.runner_pool(role).prepare(PREPARED_ROWS)
+    return pair
+
+
+def environment(device: torch.device) -> dict:
+    info = {"torch": torch.__version__, "transformers": transformers.__version__, "device": device_name(device),
+            "date": date.today().isoformat(), "sdpa_backends": [backend.name for backend in PINNED_BACKENDS]}
+    if device.type == "cuda":
+        info["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+# -- identity ----------------------------------------------------------------------------------------
+
+def top2_margin(pair: ModelPair, token_ids: list[int]) -> float:
+    """The target's top-2 logit difference after `token_ids` (one plain forward, no cache)."""
+    with torch.inference_mode():
+        logits = pair.target(input_ids=torch.tensor([token_ids], device=pair.device)).logits[0, -1].float()
+    top = torch.topk(logits[:pair.vocab_size], 2).values
+    return float(top[0] - top[1])
+
+
+def identity(device: torch.device, dtype: torch.dtype, prompts: tuple[str, ...]) -> dict:
+    pair = with_graphs(build_tiny_pair(seed=0, device=device, dtype=dtype))
+    engine = SpeculativeEngine(pair)
+    runs, flips = 0, []
+    for config in IDENTITY_CONFIGS:
+        for prompt in prompts:
+            trace = engine.generate(prompt, config.replace(cache="static"))
+            oracle = target_only(pair, list(trace.prompt.token_ids), trace.config.replace(cache="dynamic")).token_ids
+            runs += 1
+            ours = trace.output.token_ids
+            if ours != oracle:
+                at = next((i for i, (a, b) in enumerate(zip(ours, oracle)) if a != b), min(len(ours), len(oracle)))
+                step = next(s.index for s in trace.steps if s.context_len + s.num_emitted > len(trace.prompt.token_ids) + at)
+                flips.append({"prompt": prompt, "k": config.k, "tree_nodes": config.tree_nodes, "token": at,
+                              "step": step, "margin": top2_margin(pair, list(trace.prompt.token_ids) + list(oracle[:at]))})
+    sampled = [engine.generate(prompt, SpecConfig(k=4, temperature=0.8, max_new_tokens=24, seed=3, cache="static"))
+               for prompt in PROMPTS[:4]]
+    return {"dtype": str(dtype).removeprefix("torch."), "runs": runs, "identical": runs - len(flips), "flips": flips,
+            "sampled_runs_finished": sum(trace.complete for trace in sampled)}
+
+
+# -- costs and steps -----------------------------------------------------------------------------------
+
+def costs(pair: ModelPair) -> tuple[dict, DeviceCosts]:
+    """The pair's costs eager (dynamic cache) and with graphs (static cache, captured here, timed)."""
+    eager = measure_costs(pair, "dynamic")
+    started = time.perf_counter()
+    with_graphs(pair)
+    capture_s = time.perf_counter() - started
+    graphs = measure_costs(pair, "static")
+    result = {"eager": eager.to_dict(), "graphs": graphs.to_dict(), "capture_s": capture_s,
+              "graphs_speedup_target_token": eager.target_token_ms / graphs.target_token_ms}
+    if pair.device.type == "cuda":
+        result["peak_memory_gib"] = torch.cuda.max_memory_allocated(pair.device) / 2**30
+    return result, graphs
+
+
+def copies_per_step(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> list[int]:
+    """Device-to-host copies in each of a few steps after the first (CUDA: the profiler's memcpy
+    records; a CPU has no such copy: every host read of a tensor is counted instead)."""
+    generation = engine.start(prompt, config)
+    generation.step()
+    counts = []
+    for _ in range(3):
+        if generation.is_done:
+            break
+        counts.append(_profiled_copies(generation.step) if engine.pair.device.type == "cuda"
+                      else _host_reads(generation.step))
+    return counts
+
+
+def _profiled_copies(step) -> int:
+    """Device-to-host memcpy records in the CUDA profiler's trace of one step (the host-read count
+    where the profiler cannot run: each read of a CUDA tensor is such a copy)."""
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+            step()
+            torch.cuda.synchronize()
+    except RuntimeError as error:
+        log(f"the CUDA profiler did not run ({error}); counting host reads instead")
+        return _host_reads(step)
+    return sum(1 for event in profiler.events() if "Memcpy DtoH" in event.name)
+
+
+def _host_reads(step) -> int:
+    reads = []
+    originals = {name: getattr(torch.Tensor, name) for name in ("tolist", "item", "__int__", "__float__", "__bool__")}
+    for name, original in originals.items():
+        setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name, **kw: (reads.append(_n), _o(self, *a, **kw))[1])
+    try:
+        step()
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+    return len(reads)
+
+
+def steps(pair: ModelPair, graph_costs: DeviceCosts) -> dict:
+    """The engine on graphs: its step breakdown, the copies a step makes, target-only eager vs graphs,
+    and the cost model at the acceptance this (random) pair shows."""
+    engine = SpeculativeEngine(pair)
+    config = SpecConfig(k=STEP_K, max_new_tokens=STEP_TOKENS, cache="static")
+    engine.generate(STEP_PROMPT, config.replace(max_new_tokens=8))                                  # warm
+    trace = engine.generate(STEP_PROMPT, config)
+    later = trace.steps[1:]
+    median = {part: statistics.median(getattr(step.timing, part) for step in later)
+              for part in ("draft", "verify", "engine", "total")}
+    prompt_ids = list(trace.prompt.token_ids)
+    only = {cache: target_only(pair, prompt_ids, config.replace(cache=cache)) for cache in ("dynamic", "static")}
+    spec_ms_per_token = sum(step.timing.total for step in later) / sum(step.num_emitted for step in later)
+    alpha = trace.summary.acceptance_rate
+    k_mean = statistics.fmean(step.k for step in later)
+    model = expected_speedup(min(alpha, 0.999999), round(k_mean), graph_costs.cost_ratio,
+                             graph_costs.verify_cost(round(k_mean)))
+    measured = only["static"].token_ms / spec_ms_per_token
+    return {"k": STEP_K, "tokens": trace.summary.new_tokens, "steps": trace.summary.steps,
+            "median_step_ms": median, "acceptance": alpha,
+            "copies_per_step": copies_per_step(engine, STEP_PROMPT, config),
+            "target_only_ms_per_token": {cache: result.token_ms for cache, result in only.items()},
+            "speculative_ms_per_token": spec_ms_per_token,
+            "speedup_vs_target_only_graphs": measured, "cost_model_speedup": model,
+            "cost_model_adherence": measured / model - 1.0}
+
+
+# -- predictions ---------------------------------------------------------------------------------------
+
+def predicted(graph_costs: DeviceCosts, engine_ms: float, label: str) -> dict:
+    """Speedups over target-only on graphs at real-weight acceptance measured on a CPU."""
+    out: dict = {"pair": label, "source": "costs measured here; tokens per step from real weights on a CPU"}
+    target_ms = graph_costs.target_token_ms
+    if MODEL_SWEEP.is_file():
+        cells = [cell for cell in json.loads(MODEL_SWEEP.read_text())["cells"]
+                 if cell["temperature"] == 0 and not cell.get("tree_nodes")]
+        rows = []
+        for cell in cells:
+            k, per_step = cell["k"], cell["mean_accepted_length"]
+            step_ms = k * graph_costs.draft_token_ms + graph_costs.verify_cost(k) * target_ms + engine_ms
+            rows.append({"k": k, "tokens_per_step": per_step, "step_ms": step_ms,
+                         "predicted_speedup": per_step * target_ms / step_ms})
+        out["model_drafter"] = rows
+        out["model_drafter_best"] = max(rows, key=lambda row: row["predicted_speedup"]) if rows else None
+    if NGRAM_SWEEP.is_file():
+        rows = []
+        for cell in json.loads(NGRAM_SWEEP.read_text())["cells"]:
+            k, per_step = cell["k"], cell["mean_accepted_length"]
+            step_ms = graph_costs.verify_cost(k) * target_ms + engine_ms
+            rows.append({"k": k, "tokens_per_step": per_step, "step_ms": step_ms,
+                         "predicted_speedup": per_step * target_ms / step_ms})
+        out["ngram_edits"] = rows
+        out["ngram_edits_best"] = max(rows, key=lambda row: row["predicted_speedup"]) if rows else None
+    out["break_even_acceptance"] = {"model_drafter": graph_costs.break_even(),
+                                    "ngram": graph_costs.break_even(NGRAM_COST_RATIO)}
+    return out
+
+
+# -- torch.compile, for comparison ------------------------------------------------------------------
+
+def compiled_decode(pair: ModelPair, repeats: int = 30) -> dict:
+    """The target's one-token forward on a static cache through torch.compile(mode="reduce-overhead",
+    fullgraph=True) (CUDA graphs made by Inductor) instead of our captured graph: compile time and
+    milliseconds a token, on the same cache, mask and positions."""
+    runner = StaticRunner(pair.target, capacity=PREPARED_ROWS)
+    forward = torch.compile(runner._graph_forward, mode="reduce-overhead", fullgraph=True)
+    clock = StepClock(pair.device)
+    context = 64
+    try:
+        with torch.inference_mode(), pinned_attention(pair.device):
+            runner.forward(torch.arange(100, 100 + context, device=pair.device), num_logits=1)
+            ids = torch.ones((1, 1), dtype=torch.long, device=pair.device)
+            positions = runner.kv.columns[context:context + 1][None]
+            started = time.perf_counter()
+            for _ in range(3):                       # compile, record the graph, replay it
+                forward(ids, positions)
+                runner.kv.move_pointer(context)
+            torch.cuda.synchronize(pair.device)
+            compile_s = time.perf_counter() - started
+            start = clock.mark()
+            for _ in range(repeats):
+                forward(ids, positions)
+                runner.kv.move_pointer(context)
+            ms = clock.between(start, clock.mark()) / repeats
+    except Exception as error:                       # a compile failure is a finding, reported as such
+        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
+    return {"compile_s": compile_s, "target_token_ms": ms}
+
+
+# -- the run -------------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> dict:
+    started = time.perf_counter()
+    device = torch.device(args.device)
+    report: dict = {"schema": "specviz.gpu_check/1", "environment": environment(device)}
+    log(f"identity on the tiny pair ({report['environment']['device']})")
+    prompts = PROMPTS[:4] if args.small else PROMPTS          # --small: 16 runs a dtype instead of 32
+    report["identity"] = [identity(device, dtype, prompts) for dtype in (torch.float32, torch.bfloat16)]
+    shapes = ["small"] if args.small else ["default", "7b-target"]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    folder = Path(args.shapes) if args.shapes else None
+    report["costs"], report["predicted"] = {}, {}
+    for which in shapes:
+        log(f"costs at the {which} shapes (random weights, {str(dtype).removeprefix('torch.')})")
+        pair = random_pair(which, device, dtype, folder)
+        report["costs"][which], graph_costs = costs(pair)
+        if which in ("default", "small"):
+            log("the engine's steps on graphs")
+            report["steps"] = steps(pair, graph_costs)
+            if args.compile and device.type == "cuda":
+                log("torch.compile(mode='reduce-overhead') of the target's one-token forward, for comparison")
+                report["compiled_decode"] = compiled_decode(pair)
+        engine_ms = report["steps"]["median_step_ms"]["engine"]
+        report["predicted"][which] = predicted(graph_costs, engine_ms, f"{pair.draft_name} -> {pair.target_name}")
+        del pair
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    report["checks"] = checks(report)
+    report["goals"] = goals(report, device)
+    report["elapsed_s"] = time.perf_counter() - started
+    return report
+
+
+def checks(report: dict) -> dict:
+    float32, bfloat16 = report["identity"]
+    return {
+        "float32_identical_to_target_only": float32["identical"] == float32["runs"],
+        "bfloat16_flips_only_at_near_ties": all(flip["margin"] < NEAR_TIE for flip in bfloat16["flips"]),
+        "sampled_runs_finish": all(result["sampled_runs_finished"] == 4 for result in report["identity"]),
+        "one_copy_to_the_host_per_step": all(count <= 1 for count in report["steps"]["copies_per_step"]),
+        "graphs_match_the_eager_costs_or_beat_them": all(
+            shape["graphs"]["target_token_ms"] <= shape["eager"]["target_token_ms"] * 1.5
+            for shape in report["costs"].values()),
+    }
+
+
+def goals(report: dict, device: torch.device) -> dict:
+    """The issue's speed goals, met or not (reported; they depend on the machine)."""
+    step = report["steps"]
+    result = {"engine_ms_per_step": {"goal": GOAL_ENGINE_MS, "measured": step["median_step_ms"]["engine"]},
+              "model_drafter_vs_cost_model": {"goal": GOAL_MODEL_ADHERENCE,
+                                              "measured": abs(step["cost_model_adherence"])}}
+    if device.type == "cuda" and "default" in report["costs"]:
+        result["target_token_ms"] = {"goal": GOAL_TARGET_TOKEN_MS,
+                                     "measured": report["costs"]["default"]["graphs"]["target_token_ms"]}
+    for goal in result.values():
+        goal["met"] = goal["measured"] <= goal["goal"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--small", action="store_true", help="small shapes (a CPU in a few minutes)")
+    parser.add_argument("--shapes", default="", help="folder with draft/config.json and target/ (config, tokenizer)")
+    parser.add_argument("--out", default="", help="also write the JSON here")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time torch.compile(mode='reduce-overhead') of the target's decode (CUDA; slow)")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("no CUDA GPU here: run with --device cpu --small")
+    report = run(args)
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    failed = [name for name, passed in report["checks"].items() if not passed]
+    log("all checks pass" if not failed else f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
