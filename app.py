@@ -65,13 +65,13 @@ class EngineRunner:
 
         def run() -> None:
             try:
-                self.compute.run(self._pair, models, load.report)
+                pair = self.compute.run(self._pair, models, load.report)
             except Exception as error:  # any failure: the status line says it, a later Run retries
                 LOG.warning("loading %s in the background failed: %s", models.label, error)
                 load.finish(str(error) if isinstance(error, (RunnerError, ValueError))
                             else f"{type(error).__name__}: {error}")
             else:
-                load.finish()
+                load.finish(device_costs=pair.device_costs)     # a GPU's costs, measured at load (else None)
 
         thread = threading.Thread(target=run, name="specviz-preload", daemon=True)
         thread.start()

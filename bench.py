@@ -4,12 +4,18 @@ generation, in one process on one machine (docs/benchmark.md).
     python bench.py                      # the default rows: 10 rows, 5 prompts, 32 tokens
     python bench.py --grid --repeats 2   # every configuration (benchmarks/configurations.py)
     python bench.py --quick              # tiny-random: checks that everything runs, in a minute
+    python bench.py --device cuda        # on a GPU: eager against CUDA graphs, transformers' assisted generation
+    python bench.py --device cuda --random-weights .gpu-carry/qwen-shapes   # a GPU without the preset's weights
 
 Every configuration runs every prompt `--repeats` times; the median wall time per
 (configuration, prompt) is kept and tokens/s are summed over prompts. Ratios within one run,
 not absolute times, are the figures of merit. Each row is divided by two references:
 target-only decoding on the stock float32 target, and on the same (prepacked) target, so
-what speculation buys stays apart from what the kernels buy. A fresh process first measures
+what speculation buys stays apart from what the kernels buy. On a GPU (--device cuda) the two
+references are target-only eager and target-only on the same CUDA graphs; the JSON adds the
+device's measured costs (c, v per k), the graphs' capture time and the peak GPU memory. With
+--random-weights (no preset weights there) acceptance is about 0: the rows measure costs, and
+scripts/gpu_check.py turns them into predicted speedups at real-weight acceptance. A fresh process first measures
 the warm start (seconds to the first step) and the peak resident memory of the app's default
 pair. Writes bench-results.json (and with --figure the SVG of docs/benchmark.md) and prints a
 markdown table and a closing note.
@@ -22,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.configurations import FAST, REFERENCE_STOCK, selected
+from benchmarks.configurations import SUITES, selected
 from benchmarks.figure import write_figure
 from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row
@@ -32,17 +38,20 @@ from benchmarks.table import closing_note, markdown, table_row
 from engine.cli.machine import describe_machine
 from engine.config import SpecConfig
 
-# The app's default configuration, which the closing note quotes: the Run tab starts from the
-# bundled greedy trace's settings, k = 5 fixed (adaptive k measured slower on the Xeon and the EPYC,
-# docs/benchmark.md). With --k N the note quotes the k = N row instead.
-BEST = FAST + ", k={k}"
+# The closing note quotes each suite's `best` row: on a CPU the app's default configuration (the
+# Run tab starts from the bundled greedy trace's settings, k = 5 fixed; adaptive k measured slower
+# on the Xeon and the EPYC, docs/benchmark.md); on a GPU the model drafter on graphs. With --k N
+# the note quotes the k = N row instead.
 
 
 def run(args: argparse.Namespace) -> dict:
+    suite = SUITES[args.suite or args.device]
     preset = "tiny-random" if args.quick else args.preset
-    startup = {} if args.no_startup else measure_startup(preset)
-    configurations = selected(args.grid, args.only, args.k)
-    pairs = load_pairs(preset, configurations)
+    startup = {} if args.no_startup or suite.device == "cuda" else measure_startup(preset)
+    configurations = selected(args.grid, args.only, args.k, suite)
+    random_weights = Path(args.random_weights) if args.random_weights else None
+    pairs = load_pairs(preset, configurations, suite, random_weights, device=args.device,
+                       shape="small" if args.quick else "default")
     rows: list[Row] = []
     table: list[dict] = []
     for temperature in args.temperatures:
@@ -56,14 +65,22 @@ def run(args: argparse.Namespace) -> dict:
             config = base.replace(**configuration.changes)
             outputs = measure(configuration, row, pairs[configuration.pair], config, args.repeats,
                               reference if temperature == 0 else None)
-            if configuration.name == REFERENCE_STOCK:
+            if configuration.name == suite.reference_stock:
                 reference = outputs
                 row.identical = True if temperature == 0 else None
             rows.append(row)
             measured.append((row, configuration))
-        table += [table_row(row, configuration, rows, args.k) for row, configuration in measured]
-    return {"preset": preset, "machine": describe_machine(), "repeats": args.repeats, "k": args.k,
-            "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
+        table += [table_row(row, configuration, rows, args.k, suite) for row, configuration in measured]
+    results = {"preset": preset, "device": suite.device, "random_weights": random_weights is not None,
+               "machine": describe_machine(), "repeats": args.repeats, "k": args.k,
+               "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
+    costs = [pair.device_costs.to_dict() for pair in pairs.values() if pair.device_costs is not None]
+    if costs:
+        results["device_costs"] = costs[0]          # c, v per k, capture seconds (engine/device_costs.py)
+    if any(pair.device.type == "cuda" for pair in pairs.values()):
+        import torch
+        results["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return results
 
 
 
@@ -71,6 +88,13 @@ def run(args: argparse.Namespace) -> dict:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="qwen-coder")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cpu (default): the CPU kernels' rows; cuda: eager against CUDA graphs")
+    parser.add_argument("--suite", choices=sorted(SUITES), default=None,
+                        help="another device's rows on this one (the GPU suite on a CPU: its tests)")
+    parser.add_argument("--random-weights", default="", metavar="FOLDER",
+                        help="random weights at the preset's shapes (FOLDER: draft/ and target/ configs, the "
+                             "target's tokenizer); for a GPU without the preset's weights")
     parser.add_argument("--quick", action="store_true", help="tiny-random: checks that every row runs, about a minute")
     parser.add_argument("--grid", action="store_true", help="every configuration, not only the default rows")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per prompt; the median is kept")
@@ -108,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if results["startup"]:
         print(startup_line(results["startup"]))
-    print(closing_note(results, BEST.format(k=args.k)))
+    print(closing_note(results, SUITES[results["device"]].best.format(k=args.k)))
     return 0
 
 

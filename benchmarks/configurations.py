@@ -70,11 +70,61 @@ CONFIGURATIONS: list[Configuration] = [
 ]
 
 
-def selected(grid: bool, only: list[str], k: int) -> list[Configuration]:
+# On a GPU (bench.py --device cuda): eager PyTorch against the captured graphs of a static cache
+# (engine/runtime/), each speculative row on the graphs unless named eager; both models bfloat16.
+GPU_PAIRS = {"gpu": {"device": "cuda", "draft_dtype": "bfloat16", "target_dtype": "bfloat16"}}
+GPU_REFERENCE_EAGER = "target-only, eager (dynamic cache)"
+GPU_REFERENCE_GRAPHS = "target-only, CUDA graphs (static cache)"
+GPU_ASSISTED_SAME_K = "transformers assisted (eager), k={k}"
+GPU_FAST = "SpecViz, CUDA graphs"
+GRAPHS, EAGER = {"cache": "static"}, {"cache": "dynamic"}
+
+GPU_CONFIGURATIONS: list[Configuration] = [
+    Configuration(GPU_REFERENCE_EAGER, "gpu", TARGET_ONLY, changes=EAGER, default=True),
+    Configuration(GPU_REFERENCE_GRAPHS, "gpu", TARGET_ONLY, changes=GRAPHS, default=True, headline=True),
+    Configuration("target-only (transformers generate, eager)", "gpu", HF_TARGET_ONLY, default=True),
+    Configuration(GPU_ASSISTED_SAME_K, "gpu", HF_ASSISTED, default=True, headline=True),
+    Configuration("SpecViz, eager (dynamic cache), k={k}", "gpu", changes=EAGER, default=True),
+    Configuration(GPU_FAST + ", k={k}", "gpu", changes=GRAPHS, default=True, headline=True),
+    Configuration(GPU_FAST + ", recorder off, k={k}", "gpu", changes=GRAPHS, detailed_trace=False),
+    Configuration(GPU_FAST + ", n-gram drafter, k={k}", "gpu", changes={**GRAPHS, "drafter": "ngram"}, default=True,
+                  headline=True),
+    Configuration(GPU_FAST + ", adaptive k", "gpu", changes={**GRAPHS, "adaptive_k": True}, default=True),
+    Configuration(GPU_FAST + ", tree 16 nodes x3, k={k}", "gpu", changes={**GRAPHS, "tree_nodes": 16, "tree_branch": 3}),
+]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One device's benchmark: its configurations and pairs, the two references every row is
+    divided by, the assisted row of the same k, the closing note's row, and their names in words."""
+
+    device: str
+    configurations: list[Configuration]
+    pairs: dict[str, dict]
+    reference_stock: str             # what speculation and the kernels buy together is measured against it
+    reference_same_kernels: str      # what speculation alone buys, on the same kernels
+    assisted_same_k: str
+    best: str                        # the closing note's row (may hold {k})
+    stock_words: str
+    same_words: str
+    theory_on_same_kernels: bool = False   # the theory's c and v in units of the same-kernels target step
+
+
+SUITES = {
+    "cpu": Suite("cpu", CONFIGURATIONS, PAIRS, REFERENCE_STOCK, REFERENCE_SAME_KERNELS, ASSISTED_SAME_K,
+                 FAST + ", k={k}", "stock fp32 target-only", "target-only on the same kernels"),
+    "cuda": Suite("cuda", GPU_CONFIGURATIONS, GPU_PAIRS, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
+                  GPU_ASSISTED_SAME_K, GPU_FAST + ", k={k}", "eager target-only", "target-only on the same CUDA graphs",
+                  theory_on_same_kernels=True),
+}
+
+
+def selected(grid: bool, only: list[str], k: int, suite: Suite = SUITES["cpu"]) -> list[Configuration]:
     """The configurations a run measures: the default ones, or all with --grid, narrowed by
     --only (parts of names); the two target-only references always run."""
-    chosen = [c for c in CONFIGURATIONS if grid or c.default]
+    chosen = [c for c in suite.configurations if grid or c.default]
     if only:
         chosen = [c for c in chosen if any(part in c.label(k) for part in only)]
-    references = [c for c in CONFIGURATIONS if c.name in (REFERENCE_STOCK, REFERENCE_SAME_KERNELS)]
+    references = [c for c in suite.configurations if c.name in (suite.reference_stock, suite.reference_same_kernels)]
     return references + [c for c in chosen if c not in references]

@@ -5,35 +5,54 @@ assisted. Every prompt runs `repeats` times; the median wall time is kept."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
 from benchmarks.configurations import (DERIVED, ENGINE, HF_ASSISTED, HF_ASSISTED_DEFAULTS, HF_TARGET_ONLY, PAIRS,
-                                       TARGET_ONLY, Configuration)
+                                       SUITES, TARGET_ONLY, Configuration, Suite)
 from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row, timed
 from engine.config import SpecConfig
 from engine.decode.adaptive import DrafterCosts
 from engine.decode.pair import ModelPair
 from engine.decode.speculative import SpeculativeEngine
+from benchmarks.shapes import random_pair
+from engine.decode.cost_probe import measure_costs
 from engine.runtime.kernel_names import STOCK
 from engine.loading.models import load_pair
+from engine.loading.speed_up import prepare_static_runners
 
 Outputs = dict[str, tuple[int, ...]]
 
 
-def load_pairs(preset: str, configurations: list[Configuration]) -> dict[str, ModelPair]:
+def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = SUITES["cpu"],
+               random_weights: Path | None = None, device: str | None = None, shape: str = "default"
+               ) -> dict[str, ModelPair]:
     """Each pair the configurations need, loaded once and warmed up (the first forwards pay for
-    allocation and lazy initialisation: not measured)."""
+    allocation and lazy initialisation: not measured). `random_weights` (a GPU without the
+    preset's weights): random models at the default pair's shapes, their config and tokenizer
+    from that folder (benchmarks/shapes.py: `shape` names them), graphs captured as a load would.
+    `device` overrides the suite's (the GPU suite's rows on a CPU, for its tests)."""
     needed = {c.pair for c in configurations}
-    keys = [key for key in PAIRS if key in needed or (key in ("plain", "fast") and DERIVED in needed)]
-    pairs = {key: load_pair(preset, **PAIRS[key]) for key in keys}
+    options = {key: {**value, **({"device": device} if device and key == "gpu" else {})}
+               for key, value in suite.pairs.items()}
+    if random_weights is not None:
+        where = torch.device(options["gpu"]["device"])
+        pair = random_pair(shape, where, torch.bfloat16 if where.type == "cuda" else torch.float32, random_weights)
+        prepare_static_runners(pair, "cuda" if where.type == "cuda" else "eager-replay")
+        pair.device_costs = measure_costs(pair, "static")
+        pairs = {"gpu": pair}
+    else:
+        keys = [key for key in options if key in needed or (key in ("plain", "fast") and DERIVED in needed)]
+        pairs = {key: load_pair(preset, **options[key]) for key in keys}
     if DERIVED in needed:
         pairs[DERIVED] = replace(pairs["fast"], draft=pairs["plain"].draft, draft_dtype="float32",
                                  draft_kernel=STOCK, step_costs=DrafterCosts())
     warm_up = SpecConfig(k=4, max_new_tokens=8)
     for key, pair in pairs.items():
-        SpeculativeEngine(pair).generate("warm up", warm_up)
+        for cache in ("dynamic", "static") if suite.device == "cuda" else ("auto",):
+            SpeculativeEngine(pair).generate("warm up", warm_up.replace(cache=cache))
         if key != "fast":
             hf_generate(pair, pair.encode_prompt("warm up"), warm_up, HF_ASSISTED)
     return pairs

@@ -13,10 +13,10 @@ verifies more rows than k + 1), so their theory cells read "n/a: trees", not a m
 
 from __future__ import annotations
 
-from benchmarks.configurations import ASSISTED_SAME_K, REFERENCE_SAME_KERNELS, REFERENCE_STOCK, Configuration
+from benchmarks.configurations import SUITES, Configuration, Suite
 from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_verify
 
-COLUMNS = ("configuration", "T", "tok/s", "vs stock fp32 target-only", "vs target-only, same kernels",
+COLUMNS = ("configuration", "T", "tok/s", "vs {stock}", "vs {same}",
            "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens per target forward", "theory",
            "measured/theory", "verify cost", "measured/theory at verify cost", "identical")
 TREES = "n/a: trees"          # a tree row's theory cells: the i.i.d. chain theory does not describe it
@@ -26,12 +26,14 @@ def _ratio(numerator: float, denominator: float | None) -> float | None:
     return round(numerator / denominator, 3) if denominator else None
 
 
-def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int) -> dict:
+def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int, suite: Suite = SUITES["cpu"]) -> dict:
     same = {r.name: r for r in rows if r.temperature == row.temperature}
-    stock, packed = same[REFERENCE_STOCK], same.get(REFERENCE_SAME_KERNELS)
-    assisted = same.get(ASSISTED_SAME_K.format(k=k))
-    predicted, at_verify = theory(row, stock), theory_at_measured_verify(row, stock)
+    stock, packed = same[suite.reference_stock], same.get(suite.reference_same_kernels)
+    assisted = same.get(suite.assisted_same_k.format(k=k))
+    unit = packed if suite.theory_on_same_kernels and packed is not None else stock     # one target step
+    predicted, at_verify = theory(row, unit), theory_at_measured_verify(row, unit)
     speedup = _ratio(row.tokens_per_s, stock.tokens_per_s)
+    measured = _ratio(row.tokens_per_s, unit.tokens_per_s)          # against the theory's own unit
     no_theory = TREES if configuration.changes.get("tree_nodes") else None
     return {"name": row.name, "temperature": row.temperature, "headline": configuration.headline,
             "tokens_per_s": round(row.tokens_per_s, 2), "speedup": speedup,
@@ -41,11 +43,11 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int) -
             "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
             "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
             "theoretical_speedup": round(predicted, 3) if predicted else None,
-            "measured_over_theory": _ratio(speedup, predicted) if speedup else None,
-            "verify_cost": (round(row.verify_ms / row.steps / target_step_ms(stock), 3)
-                            if row.steps and stock.tokens else None),
+            "measured_over_theory": _ratio(measured, predicted) if measured else None,
+            "verify_cost": (round(row.verify_ms / row.steps / target_step_ms(unit), 3)
+                            if row.steps and unit.tokens else None),
             "theory_at_verify_cost": round(at_verify, 3) if at_verify else None,
-            "measured_over_theory_at_verify_cost": _ratio(speedup, at_verify) if speedup else None,
+            "measured_over_theory_at_verify_cost": _ratio(measured, at_verify) if measured else None,
             "theory_note": no_theory, "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
 
 
@@ -54,9 +56,13 @@ def markdown(results: dict) -> str:
         if value is None:
             return "-"
         return "yes" if value is True else "no" if value is False else fmt.format(value) + suffix
-    lines = [f"Preset `{results['preset']}`, k={results['k']}, {results['max_new_tokens']} new tokens, "
+    suite = SUITES[results.get("device", "cpu")]
+    weights = " (random weights at its shapes: acceptance is about 0, so these rows measure costs)" \
+        if results.get("random_weights") else ""
+    columns = [column.format(stock=suite.stock_words, same=suite.same_words) for column in COLUMNS]
+    lines = [f"Preset `{results['preset']}`{weights}, k={results['k']}, {results['max_new_tokens']} new tokens, "
              f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in results["rows"]:
         note = r.get("theory_note")          # "n/a: trees" in place of the chain theory's cells
         values = [r["name"], f"{r['temperature']:g}", cell(r["tokens_per_s"], "{:.1f}"), cell(r["speedup"], suffix="x"),
@@ -71,14 +77,15 @@ def markdown(results: dict) -> str:
 
 def closing_note(results: dict, best: str) -> str:
     """The headline: the app's default configuration against each reference, greedy and sampled."""
+    suite = SUITES[results.get("device", "cpu")]
     parts = []
     for r in results["rows"]:
         if r["name"] != best:
             continue
         mode = "greedy" if r["temperature"] == 0 else f"T = {r['temperature']:g}"
         same = "identical greedy output" if r["identical"] else ("greedy output DIFFERS" if r["identical"] is False else "")
-        parts.append(f"{mode}: {_x(r['speedup'])} vs stock fp32 target-only, {_x(r['vs_same_kernels'])} vs "
-                     f"target-only on the same kernels, {_x(r['vs_assisted'])} vs transformers' assisted generation "
+        parts.append(f"{mode}: {_x(r['speedup'])} vs {suite.stock_words}, {_x(r['vs_same_kernels'])} vs "
+                     f"{suite.same_words}, {_x(r['vs_assisted'])} vs transformers' assisted generation "
                      f"at the same k" + (f" ({same})" if same else ""))
     if not parts:
         return f"{best}: not measured in this run."

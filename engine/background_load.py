@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from engine.device_costs import DeviceCosts
+
 LOADING, READY, FAILED = "loading", "ready", "failed"
 CONVERTING = "converting"          # load_pair's progress says this while it converts GGUF weights (first load only)
 
@@ -27,6 +29,7 @@ class LoadStatus:
     message: str = ""               # load_pair's latest progress message, or the failure
     elapsed_s: float = 0.0          # since the load began (until it ended)
     converted: bool = False         # the load converted weights into the cache (a first start)
+    device_costs: DeviceCosts | None = None   # measured at the end of a GPU load (engine/device_costs.py)
 
     @property
     def loading(self) -> bool:
@@ -41,6 +44,7 @@ class BackgroundLoad:
         self._condition = threading.Condition()
         self._state, self._fraction, self._message = LOADING, 0.0, "starting (importing torch and transformers)"
         self._converted = False
+        self._device_costs: DeviceCosts | None = None
         self._started = time.monotonic()
         self._ended: float | None = None
 
@@ -51,9 +55,10 @@ class BackgroundLoad:
             self._converted = self._converted or CONVERTING in message
             self._condition.notify_all()
 
-    def finish(self, error: str = "") -> None:
-        """The load ended: ready, or failed with `error` (one sentence)."""
+    def finish(self, error: str = "", device_costs: DeviceCosts | None = None) -> None:
+        """The load ended: ready (with the device's costs, when measured), or failed with `error` (one sentence)."""
         with self._condition:
+            self._device_costs = device_costs
             self._state = FAILED if error else READY
             self._fraction = self._fraction if error else 1.0
             self._message = error or "models ready"
@@ -80,4 +85,4 @@ class BackgroundLoad:
     def _status(self) -> LoadStatus:
         ended = self._ended if self._ended is not None else time.monotonic()
         return LoadStatus(self.label, self._state, self._fraction, self._message, ended - self._started,
-                          self._converted)
+                          self._converted, self._device_costs)

@@ -64,6 +64,14 @@ class DeviceCosts:
             low, high = (low, middle) if self.best(middle, cost_ratio)[1] > 1.0 else (middle, high)
         return high
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "DeviceCosts":
+        """The inverse of `to_dict` (a measurement saved by scripts/gpu_check.py, read back)."""
+        return cls(device=data["device"], cache=data["cache"], graphs=data["graphs"],
+                   target_token_ms=data["target_token_ms"], draft_token_ms=data["draft_token_ms"],
+                   verify_ms=tuple(sorted((int(k), ms) for k, ms in data["verify_ms"].items())),
+                   capture_s=data.get("capture_s", 0.0))
+
     def to_dict(self) -> dict:
         return {"device": self.device, "cache": self.cache, "graphs": self.graphs,
                 "target_token_ms": self.target_token_ms, "draft_token_ms": self.draft_token_ms,

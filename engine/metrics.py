@@ -31,6 +31,24 @@ class BaselineStats:
     identical: bool
     wall_s: float = 0.0
     exact_expected: bool = True      # False when dtypes/sampling make bit-identity not guaranteed
+    first_difference: FirstDifference | None = None   # where a greedy output leaves target-only's (None: it never does)
+
+
+NEAR_TIE_LOGITS = 0.5     # a top-2 logit margin below this is a near tie: bfloat16 rounding can swap the two
+
+
+@dataclass(frozen=True)
+class FirstDifference:
+    """Where a greedy run's output first leaves target-only decoding, and how close a call it was."""
+
+    token: int                       # index among the new tokens
+    step: int                        # the step that emitted it
+    margin: float                    # the target's top-2 logit difference there, in target-only decoding
+                                     # (a near tie: reduced-precision rounding of a k + 1-row verify can flip it)
+
+    @property
+    def near_tie(self) -> bool:
+        return self.margin < NEAR_TIE_LOGITS
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, ConfigError, SpecConfig
+from engine.config import DRAFT_DTYPES, MODEL_DRAFTER, TARGET_DTYPES, ConfigError, SpecConfig
 from specviz.policy import Policy
 from specviz.runner import CUSTOM, ModelChoice, RunRequest
 from specviz.updates import ComponentFields
@@ -54,8 +54,8 @@ class Controls(ComponentFields):
 
     def _models(self) -> ModelChoice:
         dtypes = {"draft_dtype": _text(self.draft_dtype, "draft dtype") or "auto",
-                  "target_dtype": _text(self.target_dtype, "target dtype") or "float32"}
-        for name, allowed in (("draft_dtype", DRAFT_DTYPES), ("target_dtype", DTYPES)):
+                  "target_dtype": _text(self.target_dtype, "target dtype") or "auto"}
+        for name, allowed in (("draft_dtype", DRAFT_DTYPES), ("target_dtype", TARGET_DTYPES)):
             if dtypes[name] not in allowed:
                 raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(allowed)}, got {dtypes[name]!r}")
         return choose_models(_text(self.preset, "the preset"), _text(self.draft, "the draft model"),
@@ -73,7 +73,7 @@ def checked_prompt(prompt: str | None) -> str:
 
 
 def choose_models(preset: str, draft: str, target: str, drafter: str = MODEL_DRAFTER, draft_dtype: str = "auto",
-                  target_dtype: str = "float32") -> ModelChoice:
+                  target_dtype: str = "auto") -> ModelChoice:
     """The pair to load: a preset, or custom draft and target; ConfigError with one sentence otherwise."""
     dtypes = {"draft_dtype": draft_dtype, "target_dtype": target_dtype}
     if preset != CUSTOM:

@@ -12,9 +12,11 @@ from typing import Any
 
 import gradio as gr
 
+from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
 from specviz.runner import LoadStatus, Runner
 
 TICK_S = 1.0
+LATENCY_BOUND_C = 0.5        # above this, say why a small draft costs nearly what the target does
 
 
 def load_status_text(status: LoadStatus | None) -> str:
@@ -31,7 +33,40 @@ def load_status_text(status: LoadStatus | None) -> str:
         return (f"**Loading {status.label} in the background failed**: {status.message}. Press Run to try again "
                 "(it shows the load's progress).")
     once = ", including the one-time conversion of its weights into the cache" if status.converted else ""
-    return f"**{status.label} is loaded** ({status.elapsed_s:.0f} s{once}): Run starts at once."
+    ready = f"**{status.label} is loaded** ({status.elapsed_s:.0f} s{once}): Run starts at once."
+    return ready if status.device_costs is None else f"{ready}\n\n{device_costs_text(status.device_costs)}"
+
+
+def device_costs_text(costs: DeviceCosts) -> str:
+    """Before any Run: what a forward costs on this machine and whether speculation can pay here, with
+    the numbers (engine/device_costs.py): the break-even acceptance of the draft model and of n-gram lookup."""
+    graphs = f"CUDA graphs captured in {costs.capture_s:.1f} s" if costs.graphs else f"{costs.cache} cache, no graphs"
+    k = 5 if 5 in costs.ks else costs.ks[-1]
+    measured = (f"**Measured on this {costs.device} when the pair loaded** ({graphs}): a target token "
+                f"{costs.target_token_ms:.1f} ms")
+    if costs.draft_token_ms is not None:
+        measured += f", a draft token {costs.draft_token_ms:.1f} ms (c = {costs.cost_ratio:.2f} of a target token)"
+    measured += (f", a verify of k + 1 = {k + 1} tokens {costs.verify_cost(k) * costs.target_token_ms:.1f} ms "
+                 f"(v = {costs.verify_cost(k):.2f}).")
+    ngram = costs.break_even(NGRAM_COST_RATIO)
+    lookup = ("The n-gram drafter runs no model to draft (c ≈ 0): it pays "
+              + (f"once more than {ngram:.0%} of its guesses are accepted, as on prompts that quote the text they "
+                 "edit (choose it under Drafter)." if ngram is not None else "at no acceptance either here."))
+    if costs.draft_token_ms is None:
+        return f"{measured} {lookup}"
+    model = costs.break_even()
+    if model is None:
+        verdict = ("**Speculation with this draft model cannot pay here**: even with every draft accepted, k drafts "
+                   "and a verify cost more than the k + 1 tokens they bring.")
+    else:
+        verdict = (f"At these costs **the draft model pays only when more than {model:.0%} of its drafts are "
+                   f"accepted** (the i.i.d. model E / (k c + v) at its best k); below that target-only decoding is "
+                   "faster.")
+    if costs.cost_ratio > LATENCY_BOUND_C:
+        verdict += (" A draft token costs most of a target token here because both models are too small to keep "
+                    "the GPU busy (each forward waits on kernel latency, not on its weights); a draft pays on a GPU "
+                    "when it is much cheaper per token than the target, such as a small draft for a large target.")
+    return f"{measured} {verdict} {lookup}"
 
 
 def load_status_line(demo: gr.Blocks, runner: Runner) -> gr.Markdown:

@@ -39,7 +39,7 @@ class ModelChoice:
     draft: str = ""
     target: str = ""
     draft_dtype: str = "auto"               # engine.config.DRAFT_DTYPES; auto: int8 on a CPU, bfloat16 on CUDA
-    target_dtype: str = "float32"
+    target_dtype: str = "auto"              # engine.config.TARGET_DTYPES; auto: bfloat16 on CUDA, else float32
 
     @property
     def key(self) -> tuple[str, ...]:

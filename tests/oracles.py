@@ -29,7 +29,7 @@ from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, to_probs
 from engine.loading.tiny import build_tiny_pair
-from engine.runtime.static_runner import PoolSettings
+from engine.loading.speed_up import prepare_static_runners
 from engine.formats.trace import Trace
 
 FALSE_ALARM = 1e-4         # probability that the law test fails a correct engine
@@ -239,14 +239,10 @@ def assert_identical_to_target_only(engine: SpeculativeEngine, prompt: str, conf
     return trace
 
 
-GRAPH_ROWS = {"target": tuple(range(1, 10)), "draft": (1, 2)}      # what speed_up captures on CUDA
-
-
 def replaying_graphs(pair: ModelPair) -> ModelPair:
     """`pair` with static-cache runners that capture what a CUDA load captures, replayed eagerly on
     the CPU (runtime/cuda/graphs.py EagerReplay): the graph dispatch under test, without a GPU."""
-    pair.pool_settings = {role: PoolSettings(rows, "eager-replay") for role, rows in GRAPH_ROWS.items()}
-    pair.static_pools.clear()
+    prepare_static_runners(pair, "eager-replay")
     return pair
 
 

@@ -1,13 +1,16 @@
 """bench.py on tiny-random: every default row runs, both references divide every row, greedy rows
 are checked against the stock target-only output, and the figure draws the headline rows with
-their theory ceilings. (Speed itself is only ever claimed by bench.py's own run, never asserted.)"""
+their theory ceilings; the GPU suite's rows run on a CPU with random weights at small shapes (the
+graphs replayed by their eager stand-in), with the device's costs in the JSON. (Speed itself is
+only ever claimed by bench.py's own run, never asserted.)"""
 
 from __future__ import annotations
 
 import json
 
 import bench
-from benchmarks.configurations import CONFIGURATIONS, REFERENCE_SAME_KERNELS, REFERENCE_STOCK, selected
+from benchmarks.configurations import (CONFIGURATIONS, GPU_ASSISTED_SAME_K, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
+                                       REFERENCE_SAME_KERNELS, REFERENCE_STOCK, SUITES, selected)
 from benchmarks.figure import speedup_svg
 from benchmarks.table import closing_note
 
@@ -21,14 +24,14 @@ def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_p
     for temperature in (0.0, 0.7):
         assert rows[(REFERENCE_STOCK, temperature)]["speedup"] == 1.0
         assert rows[(REFERENCE_SAME_KERNELS, temperature)]["vs_same_kernels"] == 1.0
-        best = rows[(bench.BEST.format(k=5), temperature)]
+        best = rows[(SUITES["cpu"].best.format(k=5), temperature)]
         assert best["speedup"] and best["vs_same_kernels"] and best["vs_assisted"]
         assert abs(best["speedup"] / best["vs_same_kernels"]
                    - rows[(REFERENCE_SAME_KERNELS, temperature)]["speedup"]) < 0.01 * best["speedup"] + 1e-3
     assert all(r["identical"] is True for r in results["rows"] if r["temperature"] == 0)   # lossless greedy, every row
     printed = capsys.readouterr().out
     assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
-    assert closing_note(results, bench.BEST.format(k=5)) in printed
+    assert closing_note(results, SUITES["cpu"].best.format(k=5)) in printed
     svg = figure.read_text()
     headline = [r for r in results["rows"] if r["headline"]]
     with_theory = [r for r in headline if r["theoretical_speedup"]]           # the references have none
@@ -48,3 +51,19 @@ def test_the_figure_marks_a_missing_theory_without_a_tick():
                "rows": [{"name": "x", "temperature": 0.0, "headline": True, "speedup": 2.0, "theoretical_speedup": None}]}
     svg = speedup_svg(results)
     assert "2.00x" in svg and "<title>theory" not in svg
+
+
+def test_the_gpu_suite_runs_its_rows_and_records_the_device_costs(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert bench.main(["--suite", "cuda", "--device", "cpu", "--random-weights", str(tmp_path), "--quick",
+                       "--max-new-tokens", "6", "--temperatures", "0", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    rows = {r["name"]: r for r in results["rows"]}
+    assert results["device"] == "cuda" and results["random_weights"] is True
+    assert rows[GPU_REFERENCE_EAGER]["speedup"] == 1.0 and rows[GPU_REFERENCE_GRAPHS]["vs_same_kernels"] == 1.0
+    best = rows[SUITES["cuda"].best.format(k=5)]
+    assert best["vs_assisted"] and rows[GPU_ASSISTED_SAME_K.format(k=5)]["tokens_per_s"] > 0
+    costs = results["device_costs"]
+    assert costs["cache"] == "static" and set(costs["verify_cost"]) == {str(k) for k in range(1, 9)}
+    printed = capsys.readouterr().out
+    assert "vs eager target-only" in printed and "random weights" in printed

@@ -16,11 +16,16 @@ import gc
 import pytest
 import torch
 
+import engine.decode.generation
+import engine.decode.verify
 from engine.config import SpecConfig
+from engine.decode.readout import HostReads
+from engine.decode.verify import Decision
 from engine.lab import stage as lab_stage
 from engine.decode.speculative import SpeculativeEngine
 from engine.loading.tiny import build_tiny_pair
 from engine.runtime.cuda.graphs import EagerReplay
+from engine.loading.speed_up import GRAPH_ROWS
 from engine.runtime.static_runner import PoolSettings, StaticRunner
 from oracles import (GREEDY_PROMPTS, assert_caches_match_prefill_every_step,
                      assert_static_matches_dynamic_target_only, replaying_graphs)
@@ -110,26 +115,35 @@ def test_graphs_replay_for_the_captured_row_counts():
     assert len(trace.prompt.token_ids) + 4 not in replays                  # the first verify (prefill) is eager
 
 
-def test_a_step_reads_the_device_once(monkeypatch):
+@pytest.mark.parametrize("changes", [{"temperature": 0.0}, {"temperature": 0.8}, {"drafter": "ngram"}],
+                         ids=["greedy", "sampled", "ngram"])
+def test_a_step_reads_the_device_once(changes):
     """Every value a chain step needs on the host comes back in one copy (readout.py): no other
-    tensor is read on the host during a step, greedy or sampled, recorder on or off."""
-    reads: list[str] = []
-    for name in ("tolist", "item", "__int__", "__float__", "__bool__", "__index__"):
-        original = getattr(torch.Tensor, name)
-
-        def counting(self, *args, _original=original, _name=name, **kwargs):
-            reads.append(_name)
-            return _original(self, *args, **kwargs)
-        monkeypatch.setattr(torch.Tensor, name, counting)
+    tensor is read on the host during a step, recorder on or off (HostReads also sees what the C++
+    side reads, such as indexing with a 0-dim tensor)."""
     pair = replaying_graphs(build_tiny_pair(seed=0))
     for detailed in (True, False):
-        for temperature in (0.0, 0.8):
-            generation = SpeculativeEngine(pair, detailed_trace=detailed).start(
-                "def reverse(xs):", SpecConfig(k=4, temperature=temperature, max_new_tokens=20, cache="static"))
-            while not generation.is_done:
-                reads.clear()
+        generation = SpeculativeEngine(pair, detailed_trace=detailed).start(
+            "def reverse(xs): return xs[::-1]", SpecConfig(k=4, max_new_tokens=20, cache="static", **changes))
+        while not generation.is_done:
+            with HostReads() as counter:
                 generation.step()
-                assert reads == ["tolist"], (detailed, temperature, reads)
+            assert counter.reads == ["tolist"], (detailed, counter.reads)
+
+
+def test_the_read_counter_sees_an_index_by_a_device_scalar(monkeypatch):
+    """The counter's own check: the greedy rule picking its next token by indexing with the number
+    accepted (a 0-dim tensor: a sync on a GPU) is one read too many."""
+    def planted(drafts, target_logits):
+        choice = torch.argmax(target_logits, dim=-1)
+        accepted = engine.decode.verify.accepted_prefix(drafts == choice[:drafts.shape[0]])
+        return Decision(drafts.shape[0], accepted, choice[accepted].view(1), choice, None, None, None)
+    monkeypatch.setattr(engine.decode.generation, "decide_greedy", planted)
+    generation = SpeculativeEngine(replaying_graphs(build_tiny_pair(seed=0))).start(
+        "planted", SpecConfig(k=4, max_new_tokens=8, cache="static"))
+    with HostReads() as counter:
+        generation.step()
+    assert counter.reads == ["__getitem__", "tolist"]
 
 
 def test_interleaved_runs_each_borrow_their_own_runner():
@@ -173,7 +187,8 @@ def test_a_finished_run_cannot_use_the_runner_it_gave_back():
 
 
 def test_a_run_longer_than_every_runner_regrows_one():
-    pair = replaying_graphs(build_tiny_pair(seed=0, max_context=2048))
+    pair = build_tiny_pair(seed=0, max_context=2048)
+    pair.pool_settings = {role: PoolSettings(rows, "eager-replay") for role, rows in GRAPH_ROWS.items()}
     pool = pair.runner_pool("target")
     pool.prepare(rows=40)
     assert [runner.kv.capacity for runner in pool.free_runners] == [256]

@@ -15,9 +15,11 @@ from typing import Callable
 import torch
 
 from engine.config import SpecConfig, resolve_cache
+from engine.metrics import FirstDifference
 from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, choose, to_probs
+from engine.formats.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,24 @@ def target_only(pair: ModelPair, prompt_ids: list[int], config: SpecConfig,
     cache.release()
     return BaselineResult(tuple(generated), time.perf_counter() - started, token_times_s=tuple(times),
                           stopped=stopped)
+
+
+def first_difference(pair: ModelPair, trace: Trace, reference: tuple[int, ...]) -> FirstDifference:
+    """Where `trace`'s output first leaves `reference` (target-only output of the same prompt), the
+    step that emitted that token, and the target's top-2 logit margin there in target-only decoding
+    (one plain forward over the prompt and the reference up to it)."""
+    output = trace.output.token_ids
+    token = next((i for i, (ours, theirs) in enumerate(zip(output, reference)) if ours != theirs),
+                 min(len(output), len(reference)))
+    emitted = 0
+    step = len(trace.steps) - 1
+    for record in trace.steps:
+        emitted += record.num_emitted
+        if emitted > token:
+            step = record.index
+            break
+    context = list(trace.prompt.token_ids) + list(reference[:token])
+    with torch.inference_mode():
+        logits = pair.target(input_ids=torch.tensor([context], device=pair.device)).logits[0, -1, :pair.vocab_size]
+    top = torch.topk(logits.float(), 2).values.tolist()
+    return FirstDifference(token=token, step=step, margin=top[0] - top[1])

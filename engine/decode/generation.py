@@ -103,10 +103,11 @@ class Generation:
         """A chain step: the five phases of docs/architecture.md §2 (a tree step: tree/step.py)."""
         context_len = len(self.committed)
         start = self.clock.mark()
+        pending = self.pending_ids()                        # copied to the device now, while it is idle
         proposal = self.drafter.propose(self.committed, self.draft_length())             # 1. draft
         drafted = self.clock.mark()
         drafts = proposal.drafts(self.pair.device)                                       # (k,) on the device
-        verification = self.verify(drafts)                                               # 2. verify
+        verification = self.verify(drafts, pending_ids=pending)                          # 2. verify
         verified = self.clock.mark()
         decision = self._decide(drafts, proposal, verification)                          # 3. accept (on the device)
         readout = self._readout(drafts, proposal, verification, decision)
@@ -158,7 +159,8 @@ class Generation:
         new_ids = self.committed[len(self.prompt.token_ids):]
         return Trace(config=self.config, prompt=self.prompt,
                      output=TextTokens(self.pair.decode(new_ids), tuple(new_ids)),
-                     steps=tuple(self.records), wall_s=self.elapsed_s, complete=self.is_done)
+                     steps=tuple(self.records), wall_s=self.elapsed_s, complete=self.is_done,
+                     device_costs=self.pair.device_costs)
 
     # -- phases ---------------------------------------------------------------------------
 
@@ -201,17 +203,23 @@ class Generation:
         k = self.adaptive.k if self.adaptive is not None else self.config.k
         return max(0, min(k, remaining - 1, room))
 
-    def verify(self, drafts: torch.Tensor | list[int], layout: TreeLayout | None = None) -> Verification:
+    def pending_ids(self) -> torch.Tensor:
+        """(P,) the committed tokens the target has not fed yet, on the device. A copy from the host
+        waits for the device, so a chain step makes it before queuing its drafts."""
+        return torch.tensor(self.committed[self.target.num_committed:], dtype=torch.long, device=self.pair.device)
+
+    def verify(self, drafts: torch.Tensor | list[int], layout: TreeLayout | None = None,
+               pending_ids: torch.Tensor | None = None) -> Verification:
         """One target forward over its pending tokens and the drafts: k+1 distributions. The drafts
-        may be on the device (a chain's, never read back first) or host ids (a tree's nodes). A token
-        tree passes `layout`, which gives (position ids, 4D attention mask) for (cached length,
-        pending count) (engine/decode/tree/mask.py)."""
+        may be on the device (a chain's, never read back first, with `pending_ids` from
+        `pending_ids()`) or host ids (a tree's nodes). A token tree passes `layout`, which gives
+        (position ids, 4D attention mask) for (cached length, pending count) (engine/decode/tree/mask.py)."""
         pending = self.committed[self.target.num_committed:]
         k = len(drafts)
         placed = {} if layout is None else dict(zip(("position_ids", "attention_mask"),
                                                      layout(self.target.length, len(pending))))
         if isinstance(drafts, torch.Tensor):
-            fed = torch.cat([torch.tensor(pending, dtype=torch.long, device=drafts.device), drafts])   # (P + k,)
+            fed = torch.cat([self.pending_ids() if pending_ids is None else pending_ids, drafts])   # (P + k,)
         else:
             fed = pending + drafts
         result = self.target.forward(fed, num_logits=k + 1, **placed)

@@ -13,9 +13,15 @@ Token ids travel as float32, exact below 2**24 (every vocabulary SpecViz loads i
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 MAX_EXACT_ID = 2**24        # float32 holds every integer below this exactly
+READS = frozenset({torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__int__, torch.Tensor.__float__,
+                   torch.Tensor.__bool__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy})
+INDEXING = frozenset({torch.Tensor.__getitem__, torch.Tensor.__setitem__})
 
 
 class Readout:
@@ -43,3 +49,25 @@ class Readout:
 def ids(values: list[float]) -> list[int]:
     """Token ids (or counts) read back as float32, as ints."""
     return [int(value) for value in values]
+
+
+class HostReads(TorchFunctionMode):
+    """Counts every read of a tensor's values on the host while active: `tolist`, `item`, `int()`,
+    `bool()` (an `if` on a tensor), `.cpu()`, and indexing with a 0-dim tensor (which reads its value
+    to index). On a GPU each is a device-to-host copy that waits for the device; a CPU has no such
+    copy, so this is how the CPU tests (and scripts/gpu_check.py --device cpu) see what a GPU step
+    would wait for. `torch.overrides.TorchFunctionMode` is public API."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if func in READS or (func in INDEXING and _scalar_index(args[1] if len(args) > 1 else None)):
+            self.reads.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def _scalar_index(index: Any) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(part, torch.Tensor) and part.dim() == 0 for part in parts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER, SpecConfig
-from engine.decode.baseline import BaselineResult, target_only
+from engine.decode.baseline import BaselineResult, first_difference, target_only
 from engine.decode.generation import Generation
 from engine.decode.pair import ModelPair
 from engine.metrics import BaselineStats
@@ -57,13 +57,17 @@ class SpeculativeEngine:
         return target_only(self.pair, prompt_ids, config).token_ids
 
     def with_baseline(self, trace: Trace) -> Trace:
-        """Run target-only decoding of the same prompt and config; attach speed and identity."""
+        """Run target-only decoding of the same prompt and config; attach speed and identity, and for a
+        greedy run that differs, where it first does and the target's top-2 margin there."""
         result = self.target_only(trace)
+        identical = result.token_ids == trace.output.token_ids
         return trace.with_baseline(BaselineStats(
             tokens_per_s=result.tokens_per_s,
-            identical=result.token_ids == trace.output.token_ids,
+            identical=identical,
             wall_s=result.wall_s,
             exact_expected=trace.config.exactness.token_for_token,
+            first_difference=None if identical or not trace.config.is_greedy else first_difference(
+                self.pair, trace, result.token_ids),
         ))
 
     def _described(self, config: SpecConfig) -> SpecConfig:

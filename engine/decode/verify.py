@@ -71,7 +71,8 @@ def decide_greedy(drafts: torch.Tensor, target_logits: torch.Tensor) -> Decision
     k = drafts.shape[0]
     target_choice = torch.argmax(target_logits, dim=-1)                                   # (k+1,)
     num_accepted = accepted_prefix(drafts == target_choice[:k])                           # ()
-    return Decision(k, num_accepted, target_choice[num_accepted].view(1), target_choice, None, None, None)
+    next_token = target_choice.index_select(0, num_accepted.view(1))    # (1,); tensor[0-dim index] would sync
+    return Decision(k, num_accepted, next_token, target_choice, None, None, None)
 
 
 def decide_sampling(drafts: torch.Tensor, draft_probs: torch.Tensor | None, target_probs: torch.Tensor,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import SpecConfig
+from engine.device_costs import DeviceCosts
 from engine.formats.json_document import parse_json, read_document
 from engine.metrics import BaselineStats, Summary, summarize
 from engine.records import CacheLengths, StepRecord
@@ -46,6 +47,7 @@ class Trace:
     wall_s: float
     baseline: BaselineStats | None = None
     complete: bool = True            # False while streaming or after Stop
+    device_costs: DeviceCosts | None = None   # the machine's forwards measured when the pair loaded (a GPU)
 
     @property
     def summary(self) -> Summary:
@@ -62,7 +64,7 @@ class Trace:
             for step in steps:
                 for cache in filter(None, step["kv"].values()):
                     del cache["stale"]
-        return {
+        document = {
             "schema": schema,
             "config": self.config.to_dict(),
             "prompt": _plain(self.prompt),
@@ -71,6 +73,9 @@ class Trace:
             "summary": _plain(self.summary) | {"speedup": self.summary.speedup},
             "complete": self.complete,
         }
+        if self.device_costs is not None:
+            document["device_costs"] = self.device_costs.to_dict()
+        return document
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=1)

@@ -13,14 +13,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from engine.config import ConfigError, SpecConfig
-from engine.metrics import BaselineStats
+from engine.config import CACHE_KINDS, MAX_K, ConfigError, SpecConfig
+from engine.device_costs import DeviceCosts
+from engine.metrics import BaselineStats, FirstDifference
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
                             Token)
 from engine.formats.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
 from engine.formats.trace_tree import check_tree, parse_tree
 from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, EMIT_KIND, PROBABILITY, PROBABILITY_OR_NULL, VERDICT, WHOLE,
-                                 FieldReader)
+                                 FieldReader, Kind)
+
+CACHE_KIND = Kind(lambda v: isinstance(v, str) and v in CACHE_KINDS, f"one of {', '.join(CACHE_KINDS)}")
 
 
 def _alternatives(reader: FieldReader) -> tuple[Alternative, ...]:
@@ -142,17 +145,38 @@ def parse_trace(data: Any) -> Trace:
     baseline_reader = summary.obj("baseline", optional=True)
     baseline = None
     if baseline_reader is not None:
+        difference = baseline_reader.obj("first_difference", optional=True)
         baseline = BaselineStats(baseline_reader.num("tokens_per_s"), baseline_reader.bool("identical", False),
                                  baseline_reader.num("wall_s", optional=True) or 0.0,
-                                 baseline_reader.bool("exact_expected", True))
+                                 baseline_reader.bool("exact_expected", True),
+                                 FirstDifference(difference.int("token"), difference.int("step"),
+                                                 difference.num("margin")) if difference is not None else None)
     trace = Trace(config=config,
                   prompt=TextTokens(prompt.str("text"), prompt.values("token_ids", WHOLE)),
                   output=TextTokens(output.str("text"), output.values("token_ids", WHOLE)),
                   steps=steps, wall_s=summary.num("wall_s"), baseline=baseline,
-                  complete=root.bool("complete", True))
+                  complete=root.bool("complete", True), device_costs=_device_costs(root.obj("device_costs", optional=True)))
     _check_consistency(trace, summary)
     _checkcache_records(steps, schema)
     return trace
+
+
+def _device_costs(reader: FieldReader | None) -> DeviceCosts | None:
+    """A GPU's costs measured at load (engine/device_costs.py); the derived fields are not read back."""
+    if reader is None:
+        return None
+    verify = reader.obj("verify_ms")
+    ks = [key for key in verify.data if key.isdigit() and 1 <= int(key) <= MAX_K]
+    if not ks or len(ks) != len(verify.data):
+        raise TraceFormatError(f"{verify.where} must map draft lengths 1 to {MAX_K} (as text) to milliseconds")
+    costs = DeviceCosts(device=reader.str("device"), cache=reader.get("cache", CACHE_KIND),
+                        graphs=reader.bool("graphs", False), target_token_ms=reader.num("target_token_ms"),
+                        draft_token_ms=reader.num("draft_token_ms", optional=True),
+                        verify_ms=tuple(sorted((int(key), verify.num(key)) for key in ks)),
+                        capture_s=reader.num("capture_s", optional=True) or 0.0)
+    if costs.target_token_ms <= 0:
+        raise TraceFormatError(f"{reader.path('target_token_ms')} must be above 0")
+    return costs
 
 
 def _config(reader: FieldReader) -> SpecConfig:
@@ -198,6 +222,15 @@ def _check_consistency(trace: Trace, stored: FieldReader) -> None:
     emitted_ids = tuple(token.id for step in trace.steps for token in step.emitted)
     if emitted_ids != trace.output.token_ids:
         raise TraceFormatError("output.token_ids differ from the tokens its steps emitted")
+    baseline = trace.baseline
+    difference = baseline.first_difference if baseline is not None else None
+    if difference is not None:
+        where = "summary.baseline.first_difference"
+        if baseline.identical:
+            raise TraceFormatError(f"{where} is given, but summary.baseline.identical is true")
+        if difference.token > len(emitted_ids) or difference.step >= max(len(trace.steps), 1):
+            raise TraceFormatError(f"{where} points at new token {difference.token} of step {difference.step}, "
+                                   f"past the run's {len(emitted_ids)} tokens in {len(trace.steps)} steps")
     derived = trace.summary
     for name in ("new_tokens", "steps", "drafted", "accepted"):
         if stored.int(name) != getattr(derived, name):

@@ -28,7 +28,9 @@ Progress = Callable[[float, str], None]
 GRAPH_MAX_K = 8              # the target's verify graphs cover k = 1..8 (k + 1 rows); larger k runs eagerly
 GRAPH_ROWS = {"target": tuple(range(1, GRAPH_MAX_K + 2)),     # one-token decode, then k + 1 rows
               "draft": (1, 2)}                                 # one draft token; a carryover's two
-PREPARED_ROWS = 512          # the runners captured at load hold prompt + new tokens up to this
+PREPARED_ROWS = 256          # the runners captured at load hold prompt + new tokens up to this (a hosted run's
+                             # 128 new tokens and its prompt): attention reads every row of the bucket, and
+                             # a longer run regrows one runner (graphs captured again, under a second)
 
 
 def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
@@ -59,21 +61,28 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
     return pair
 
 
-def _capture_graphs(pair: ModelPair, report: Progress) -> None:
-    """Static-cache runners for both models with their graphs captured now, not at the first Run,
-    then the device's costs measured on them. A capture that fails leaves eager static forwards."""
+def prepare_static_runners(pair: ModelPair, backend: str | None, rows: int = PREPARED_ROWS) -> float:
+    """Static-cache runners for the pair's models, room for `rows` rows, each with a graph per row
+    count of GRAPH_ROWS captured now (backend "cuda"; "eager-replay" is its CPU stand-in; None: no
+    graphs); the seconds the captures took."""
     roles = ["target"] + (["draft"] if pair.draft is not None else [])
-    report(0.95, f"capturing CUDA graphs of the {' and '.join(roles)} (one per row count)")
+    pair.pool_settings = {role: PoolSettings(GRAPH_ROWS[role], backend) for role in roles}
+    pair.static_pools.clear()
+    for role in roles:
+        pair.runner_pool(role).prepare(rows)
+    return sum(pool.capture_s for pool in pair.static_pools.values())
+
+
+def _capture_graphs(pair: ModelPair, report: Progress) -> None:
+    """The CUDA path at load: graphs captured now, not at the first Run, then the device's costs
+    measured on them. A capture that fails leaves eager static forwards, and says why."""
+    report(0.95, "capturing CUDA graphs (one per row count: the target's decode and verifies of k + 1 tokens, "
+                 "the draft's one and two tokens)")
     try:
-        pair.pool_settings = {role: PoolSettings(GRAPH_ROWS[role], "cuda") for role in roles}
-        pair.static_pools.clear()
-        for role in roles:
-            pair.runner_pool(role).prepare(PREPARED_ROWS)
+        capture_s = prepare_static_runners(pair, "cuda")
     except RuntimeError as error:
         report(0.96, f"CUDA graph capture failed ({first_line(error)}); the static cache runs eagerly")
-        pair.pool_settings = {}
-        pair.static_pools.clear()
-    capture_s = sum(pool.capture_s for pool in pair.static_pools.values())
+        capture_s = prepare_static_runners(pair, None)
     report(0.98, f"measuring this GPU's costs (graphs captured in {capture_s:.1f} s)")
     pair.device_costs = measure_costs(pair, "static")
 

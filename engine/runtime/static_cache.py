@@ -8,8 +8,9 @@ Fixed buffers are what lets a forward be captured once as a CUDA graph and repla
 (runtime/cuda/graphs.py): every replay reads and writes the same addresses.
 
 The buffers are transformers' `StaticCache` (5.x), which writes at its own per-layer device
-counter `cumulative_length` and ignores any position passed to it; moving the pointer is
-therefore an in-place `fill_` of every layer's counter (no host sync). A forward is given its
+counter `cumulative_length` and ignores any position passed to it. Here every layer's counter
+is a view of one shared tensor (`pointers`), so moving the pointer is one in-place `fill_`
+(one kernel, no host sync) however many layers the model has. A forward is given its
 own position ids and a 4D additive mask over all `capacity` columns (`causal_mask`,
 `padded_mask`), so transformers builds no mask of its own: its mask code reads the device
 counter on the host for some shapes, which a graph capture cannot do.
@@ -41,6 +42,9 @@ class StaticKV:
             self.cache.early_initialization(batch_size=1, num_heads=heads, head_dim=head_dim, dtype=self.dtype,
                                             device=self.device)
             self.columns = torch.arange(capacity, device=self.device)                 # (capacity,)
+            self.pointers = torch.zeros(len(self.cache.layers), dtype=torch.long, device=self.device)
+            for index, layer in enumerate(self.cache.layers):   # each layer advances its own element in place
+                layer.cumulative_length = self.pointers[index]
         self.length = 0
         self.written = 0
 
@@ -63,8 +67,7 @@ class StaticKV:
         if not 0 <= length <= self.capacity:
             raise ValueError(f"a static cache of {self.capacity} rows has no position {length}")
         with torch.inference_mode():
-            for layer in self.layers:
-                layer.cumulative_length.fill_(length)
+            self.pointers.fill_(length)
         self.length = length
 
     def reset(self) -> None:

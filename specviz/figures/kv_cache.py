@@ -9,6 +9,8 @@ positions (no committed text, cumulative). The dotted line is the committed leng
 A specviz.trace/1 file does not know its stale positions: the subtitle says so.
 In a token-tree run the rise is the pending rows plus every drafted node, and the drop is the
 gather: only the accepted path's rows stay (moved into place); the hover counts each.
+On a static cache (docs/architecture.md §7) the drop is the write pointer moving back: a dashed
+segment above each *after cutoff* point spans the rows still in memory past the pointer (masked).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ TITLE = "KV cache length"
 SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
 TREE_SUBTITLE = "before → after the forward (pending rows + every tree node) → after the gather (accepted path kept)"
 UNKNOWN_STALE = "stale positions unknown (a specviz.trace/1 file)"
+STATIC_SUBTITLE = ("static cache: a cut moves the write pointer back; the cut rows stay in memory past it, masked, "
+                   "until the next forward overwrites them")
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
@@ -86,6 +90,8 @@ def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follo
     known = all(c.stale is not None for _, caches in models for c in caches)
     base = TREE_SUBTITLE if any(step.tree is not None for step in trace.steps) else SUBTITLE
     subtitle = base if known else f"{base}; {UNKNOWN_STALE}"
+    if trace.config.cache == "static":
+        subtitle = f"{subtitle}; {STATIC_SUBTITLE}"
     return make_figure(traces, TITLE, subtitle, style, height=230 + 230 * len(models) + 140, barmode="group",
                        bargap=0.3, dragmode="pan", margin={"t": 100 + 2 * style.font_size}, **layout)
 
@@ -100,6 +106,9 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
     stale_x: list[float | None] = []
     stale_y: list[int | None] = []
     stale_words: list[str | None] = []
+    masked_x: list[float | None] = []
+    masked_y: list[int | None] = []
+    masked_words: list[str | None] = []
     words = []
     for position, (step, cache) in enumerate(zip(steps, caches)):
         rise_x += [step - OFFSET, step, None]
@@ -114,6 +123,10 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
             stale_x += [step + OFFSET, step + OFFSET, None]
             stale_y += [cache.num_text, cache.after_cutoff, None]
             stale_words += [words[-1], words[-1], None]
+        if cache.masked:
+            masked_x += [step + OFFSET, step + OFFSET, None]
+            masked_y += [cache.after_cutoff, cache.after_cutoff + cache.masked, None]
+            masked_words += [words[-1], words[-1], None]
     axes = {"xaxis": _axis_ref("x", row), "yaxis": _axis_ref("y", row)}
     traces = [
         {"type": "scatter", "x": rise_x, "y": rise_y, "mode": "lines", "line": {"color": "#9A9A9A", "width": 2},
@@ -128,6 +141,16 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
                        "line": {"color": COLORS["stale"], "width": 7}, "name": "stale positions (no committed text)",
                        "legendgroup": "stale", "showlegend": show_legend, "hovertext": stale_words,
                        "hovertemplate": "%{hovertext}<extra></extra>", **axes})
+    if masked_x:
+        traces.append({"type": "scatter", "x": masked_x, "y": masked_y, "mode": "lines", "meta": f"{model}.masked",
+                       "line": {"color": COLORS["cut"], "width": 3, "dash": "dot"},
+                       "name": "rows past the pointer (in memory, masked)", "legendgroup": "masked",
+                       "showlegend": show_legend, "hovertext": masked_words,
+                       "hovertemplate": "%{hovertext}<extra></extra>", **axes})
+    static = any(cache.capacity is not None for cache in caches)
+    if static:
+        traces[1]["name"] = ("gather (pointer moved back past the rows off the path)" if any(r.tree for r in records)
+                             else "cutoff (the write pointer moves back)")
     for stage, (label, symbol, color, offset) in STAGES.items():
         traces.append({
             "type": "scatter", "x": [s + offset for s in steps], "y": [getattr(c, stage) for c in caches],
@@ -149,7 +172,7 @@ def _y_range(steps: list[int], caches: list[CacheLengths], committed: list[int],
     shown = [(c, n) for s, c, n in zip(steps, caches, committed) if window is None or window[0] <= s <= window[1]]
     # The empty cache before the prefill would squash every later step: let that one point fall off the bottom.
     low = min(min(c.before if c.before else c.after_cutoff, c.after_cutoff - (c.stale or 0)) for c, _ in shown)
-    high = max(max(c.after_forward, n) for c, n in shown)
+    high = max(max(c.after_forward, c.after_cutoff + (c.masked or 0), n) for c, n in shown)
     pad = max(2.0, (high - low) * 0.08)
     return [low - pad, high + pad]
 

@@ -89,7 +89,7 @@ class RaceHandlers(Stoppable):
         """The run controls' own checks (one clear sentence each), with SpecConfig's defaults for the rest."""
         values = dict(preset=preset, draft=draft, target=target, drafter=drafter, prompt=prompt, k=k,
                       temperature=temperature, max_new_tokens=max_new_tokens, adaptive_k=False, draft_dtype="auto",
-                      target_dtype="float32", with_baseline=False)
+                      target_dtype="auto", with_baseline=False)
         defaults = SpecConfig()
         try:
             controls = Controls(**{name: values.get(name, getattr(defaults, name, None)) for name in Controls.names()})

@@ -4,7 +4,9 @@ docs/architecture.md §2 (phase 4) in this step's numbers: the target's verify f
 pending tokens and the k drafts and loses k − kept; the draft model feeds its carryover and
 d1..d(k−1) (never its own last draft) and loses max(0, k − kept − 1). "kept" is the number
 accepted, fewer when an EOS among the drafts ended the run. The lab's cutoff modes keep the
-rejected positions as stale ones (§5); a tree step keeps the nodes on its accepted path.
+rejected positions as stale ones (§5); a tree step keeps the nodes on its accepted path. On a
+static cache (the GPU's kind, §7) a cut frees nothing: the write pointer moves back and the cut
+rows stay in memory, masked, until overwritten (`pointer_words`).
 
 Every number is read from the step's record (CacheLengths, verdicts, emitted); the rule is
 quoted only where the record agrees with it, else the record's number is stated as it is.
@@ -62,6 +64,7 @@ def target_story(step: StepRecord, previous: StepRecord | None, cutoff_mode: str
     else:
         sentences.append(_cut(step, cache, previous, cutoff_mode, step.k - step.num_kept, "k − {kept_word}",
                               f"{step.k} − {step.num_kept}"))
+    sentences += pointer_words(cache)
     last = step.emitted[-1] if step.emitted else None
     if last is not None and last.kind != "accepted" or ends_run:
         what = f"The {KIND_WORDS[last.kind]} {quoted(last.text)}" if last is not None else "The last token"
@@ -98,6 +101,7 @@ def draft_story(step: StepRecord, previous: StepRecord | None, cutoff_mode: str,
     kept = step.num_kept
     expected = max(0, step.k - kept - 1)
     sentences.append(_draft_cut(step, cache, previous, cutoff_mode, expected))
+    sentences += pointer_words(cache)
     sentences += _draft_next(step, carryover_on, ends_run)
     return CacheStory(headline("draft", cache), tuple(sentences))
 
@@ -123,6 +127,7 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
                    else f"removed all {cache.cutoff} (none is on the accepted path)")
         never = f"; the accepted {leaf} was never fed (a leaf)" if leaf else ""
         sentences.append(f"The gather {on_path}: {expanded} − {kept} = {cache.cutoff}{never}.")
+    sentences += pointer_words(cache)
     last = step.emitted[-1] if step.emitted else None
     if last is not None and last.kind != "accepted" and not ends_run:
         first = f"the accepted {leaf} and " if leaf else ""
@@ -256,3 +261,13 @@ def _stale_before(previous: StepRecord | None, model: str) -> int | None:
     cache = previous.kv_target if model == "target" else previous.kv_draft
     return None if cache is None else cache.stale
 
+
+
+def pointer_words(cache: CacheLengths) -> list[str]:
+    """A static cache's cut in words (nothing for a dynamic cache, whose cut frees the rows)."""
+    if cache.capacity is None or not cache.cutoff:
+        return []
+    return [f"Static cache: nothing is freed. The write pointer moves back from {cache.after_forward} to "
+            f"{cache.after_cutoff}; the {positions(cache.cutoff)} cut stay in memory past it, hidden from attention "
+            f"by the mask, until the next forward writes over them ({cache.masked} such rows now, in a cache "
+            f"sized once for {cache.capacity})."]

@@ -187,10 +187,15 @@ class Handlers(Stoppable):
     @staticmethod
     def exactness(target_dtype: str, temperature: float | None) -> str:
         """The note under the controls: what these settings guarantee (engine.config.Exactness)."""
+        chosen = str(target_dtype or "auto")
         try:
-            config = SpecConfig(temperature=float(temperature or 0.0), target_dtype=str(target_dtype or "float32"))
+            config = SpecConfig(temperature=float(temperature or 0.0),
+                                target_dtype="float32" if chosen == "auto" else chosen)
         except (ConfigError, TypeError, ValueError):      # an out-of-range value is reported when Run is pressed
             return ""
+        if chosen == "auto" and config.is_greedy:         # the device decides: float32 on a CPU, bfloat16 on CUDA
+            return (f"{config.exactness.note} (auto picks a float32 target on a CPU; on a GPU it picks bfloat16: "
+                    f"{config.replace(target_dtype='bfloat16').exactness.note})")
         return config.exactness.note
 
     # --- import / export ------------------------------------------------------------------

@@ -77,6 +77,15 @@ def _predicted_card(trace: Trace, k: int) -> str:
     alpha, c = summary.estimated_alpha, summary.cost_ratio
     v = verify_cost(trace.steps, summary.baseline)
     at_one = expected_speedup(alpha, k, c)
+    if v is None and trace.device_costs is not None:
+        costs = trace.device_costs
+        v = costs.verify_cost(k)
+        return metric_card("predicted speedup", f"{at_one / v:.2f}×",
+                           f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with "
+                           f"{_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, c = {c:.2f} (a draft token's time "
+                           f"/ a verify forward's, prefill step left out) and v = {v:.2f}, a verify of k + 1 tokens / "
+                           f"one target token as measured on this {costs.device} when the pair loaded (Leviathan et "
+                           f"al. take v = 1: {at_one:.2f}×). Tick 'compare with target-only' to measure the speedup")
     terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with "
              f"{_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, c = {c:.2f} (a draft token's time / a "
              "verify forward's, prefill step left out)")
@@ -118,13 +127,27 @@ def _baseline_badge(trace: Trace) -> str:
     if baseline.identical:
         return (f"<div class='sv-note'><span class='sv-badge sv-ok'>✓ identical to the target-only run (checked)"
                 f"</span> {note}</div>")
+    where = _first_difference_words(trace)
     if exactness.token_for_token:
         badge = "<span class='sv-badge sv-bad'>✗ differs from the target-only run (checked)</span>"
         why = ("<span class='sv-muted'>Greedy with a float32 target allows this only where float rounding flips "
                "a near tie; anything else is a bug: please report it.</span>")
-        return f"<div class='sv-note'>{badge} {why}</div>"
+        return f"<div class='sv-note'>{badge} {why}{where}</div>"
     return (f"<div class='sv-note'><span class='sv-badge sv-warn'>≠ differs from the target-only run (checked; "
-            f"allowed here: {escape(exactness.label)})</span> {note}</div>")
+            f"allowed here: {escape(exactness.label)})</span> {note}{where}</div>")
+
+
+def _first_difference_words(trace: Trace) -> str:
+    """Where a greedy run first left target-only decoding, and the target's top-2 margin there."""
+    difference = trace.summary.baseline.first_difference
+    if difference is None:
+        return ""
+    near = "a near tie" if difference.near_tie else "not a near tie"
+    dtype = trace.config.target_dtype or "?"
+    return (f" <span class='sv-first-difference'>It first differs at new token {difference.token + 1}, emitted in "
+            f"step {difference.step}: there the target's two likeliest tokens are {difference.margin:.3g} apart in "
+            f"logit ({near}). The verify forward scores k + 1 tokens at once and rounds ({dtype}) differently from "
+            "one-token decoding, enough to swap two tokens that close; a float32 target decodes identically.</span>")
 
 
 def _config_line(trace: Trace) -> str:

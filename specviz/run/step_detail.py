@@ -189,7 +189,8 @@ def cache_sentence(model: str, cache: CacheLengths, previous: CacheLengths | Non
     lengths = f"{model} cache {cache.before} → {cache.after_forward}"
     if cache.cutoff:
         lengths += f" → {cache.after_cutoff}"
-    parts = [f"{_rejected(cache.cutoff)} cut"] if cache.cutoff else []
+    moved = " (static cache: the pointer moved back, the rows stay in memory, masked)" if cache.capacity else ""
+    parts = [f"{_rejected(cache.cutoff)} cut{moved}"] if cache.cutoff else []
     if cache.stale is None:
         return f"{lengths}: {(parts or ['nothing to cut'])[0]}; stale positions unknown (a specviz.trace/1 record)"
     stale_before = previous.stale if previous is not None and previous.stale is not None else 0

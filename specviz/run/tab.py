@@ -9,8 +9,8 @@ from typing import Callable
 
 import gradio as gr
 
-from engine.config import (DRAFT_DTYPES, DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_DRAFTER,
-                           SpecConfig)
+from engine.config import (DRAFT_DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_DRAFTER,
+                           TARGET_DTYPES, SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
 from specviz.policy import MIN_TOP_P, Policy
@@ -133,9 +133,10 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
         with gr.Row():
             c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
                                            info="auto: int8 on a CPU, bfloat16 on CUDA, else float32; never changes the output")
-            c["target_dtype"] = gr.Dropdown(list(DTYPES), value="float32", label="target dtype", min_width=120,
-                                            elem_id="sv-target-dtype")
-    c["exactness"] = gr.Markdown(Handlers.exactness("float32", start.temperature), elem_classes=["sv-note"],
+            c["target_dtype"] = gr.Dropdown(list(TARGET_DTYPES), value="auto", label="target dtype", min_width=120,
+                                            elem_id="sv-target-dtype",
+                                            info="auto: float32 on a CPU, bfloat16 on CUDA (its tensor cores)")
+    c["exactness"] = gr.Markdown(Handlers.exactness("auto", start.temperature), elem_classes=["sv-note"],
                                  elem_id="sv-exactness")
     c["with_baseline"] = gr.Checkbox(label="compare with target-only decoding after the run", value=False,
                                      elem_id="sv-baseline")

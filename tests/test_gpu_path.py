@@ -1,0 +1,171 @@
+"""The GPU path's pieces that run anywhere: the cache kind as a choice (CLI, config, trace), the
+device's measured costs and what they predict, where a reduced-precision run first leaves
+target-only decoding, and how each is read back strictly and shown on the page.
+
+Oracles: hand-computed costs (break-even acceptance from E(a, k) / (k c + v) = 1), a plain
+forward's top-2 logits for the margin, and the trace reader's field paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from engine.cli.main import main
+from engine.config import SpecConfig
+from engine.decode.cost_probe import measure_costs
+from engine.decode.speculative import SpeculativeEngine
+from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
+from engine.formats.trace import Trace, TraceFormatError
+from engine.loading.tiny import build_tiny_pair
+from engine.metrics import expected_speedup
+from specviz.load_status import device_costs_text, load_status_text
+from specviz.run.output_view import metrics_html
+from specviz.runner import LoadStatus
+
+H200_LIKE = DeviceCosts(device="NVIDIA H200", cache="static", graphs=True, target_token_ms=4.0, draft_token_ms=3.0,
+                        verify_ms=((1, 4.4), (2, 4.4), (5, 4.4)), capture_s=0.6)
+
+
+def test_break_even_is_where_the_best_k_meets_target_only():
+    """c = 0.75, v = 1.1 at every k: at the break-even acceptance the best k's speedup is 1, just
+    above it more, just below less; with c = 0 (n-gram) the longest k is best, and at its break-even
+    a + a² + ... + a⁵ = v − 1 = 0.1 (E(a, 5) = 1.1)."""
+    alpha = H200_LIKE.break_even()
+    best = max(expected_speedup(alpha, k, 0.75, 1.1) for k in (1, 2, 5))
+    assert best == pytest.approx(1.0, abs=1e-6)
+    assert H200_LIKE.best(alpha + 0.01)[1] > 1.0 > H200_LIKE.best(alpha - 0.01)[1]
+    ngram = H200_LIKE.break_even(NGRAM_COST_RATIO)
+    assert sum(ngram ** power for power in range(1, 6)) == pytest.approx(0.1, abs=1e-6)
+    expensive = DeviceCosts("gpu", "static", True, 1.0, 2.0, ((1, 1.5),))
+    assert expensive.break_even() is None                                            # 2 tokens for 3.5: never
+
+
+def test_the_costs_round_trip_and_the_page_says_whether_speculation_can_pay():
+    assert DeviceCosts.from_dict(H200_LIKE.to_dict()) == H200_LIKE
+    text = device_costs_text(H200_LIKE)
+    assert "NVIDIA H200" in text and "c = 0.75" in text and "v = 1.10" in text
+    assert f"more than {H200_LIKE.break_even():.0%}" in text and "n-gram drafter" in text and "latency" in text
+    ready = load_status_text(LoadStatus("qwen-coder", "ready", 1.0, "models ready", 12.0, device_costs=H200_LIKE))
+    assert ready.startswith("**qwen-coder is loaded**") and "draft model pays only" in ready
+    never = DeviceCosts("gpu", "static", True, 1.0, 2.0, ((1, 1.5),))
+    assert "cannot pay here" in device_costs_text(never)
+
+
+def test_the_probe_measures_every_k_on_either_cache():
+    pair = build_tiny_pair(seed=0)
+    for cache in ("dynamic", "static"):
+        costs = measure_costs(pair, cache)
+        assert costs.cache == cache and costs.ks == list(range(1, 9)) and not costs.graphs
+        assert costs.target_token_ms > 0 and costs.draft_token_ms > 0
+        assert all(ms > 0 for _, ms in costs.verify_ms)
+
+
+def test_a_trace_carries_the_costs_and_the_card_uses_them_for_v():
+    pair = build_tiny_pair(seed=0)
+    pair.device_costs = H200_LIKE
+    trace = SpeculativeEngine(pair).generate("def reverse(xs):", SpecConfig(k=5, max_new_tokens=24))
+    assert trace.device_costs == H200_LIKE
+    back = Trace.from_json(trace.to_json())
+    assert back.device_costs == H200_LIKE and back.to_json() == trace.to_json()
+    html = metrics_html(back)
+    assert "v = 1.10" in html and "measured on this NVIDIA H200 when the pair loaded" in html
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["device_costs"].update(cache="pointer"), "device_costs.cache must be one of static, dynamic"),
+    (lambda d: d["device_costs"].update(target_token_ms=0), "device_costs.target_token_ms must be above 0"),
+    (lambda d: d["device_costs"]["verify_ms"].update({"40": 1.0}), "device_costs.verify_ms must map"),
+    (lambda d: d["device_costs"]["verify_ms"].update({"2": "fast"}), "device_costs.verify_ms.2 must be a number"),
+    (lambda d: d["device_costs"].pop("device"), "missing field device_costs.device"),
+])
+def test_bad_device_costs_are_refused_by_path(change, message):
+    pair = build_tiny_pair(seed=0)
+    pair.device_costs = H200_LIKE
+    data = SpeculativeEngine(pair).generate("abc", SpecConfig(k=2, max_new_tokens=4)).to_dict()
+    change(data)
+    with pytest.raises(TraceFormatError, match=message):
+        Trace.from_dict(json.loads(json.dumps(data)))
+
+
+def bfloat16_flip():
+    """A bfloat16 run of the tiny pair that leaves target-only decoding (one found in a sweep of prompts)."""
+    engine = SpeculativeEngine(build_tiny_pair(seed=0, dtype=torch.bfloat16))
+    trace = engine.with_baseline(engine.generate("SELECT * FROM t WHERE", SpecConfig(k=6, max_new_tokens=24)))
+    assert not trace.summary.baseline.identical
+    return engine, trace
+
+
+def test_a_bfloat16_flip_is_located_with_its_near_tie_margin():
+    engine, trace = bfloat16_flip()
+    difference = trace.summary.baseline.first_difference
+    reference = engine.target_only(trace).token_ids
+    assert trace.output.token_ids[:difference.token] == reference[:difference.token]
+    assert trace.output.token_ids[difference.token] != reference[difference.token]
+    step = trace.steps[difference.step]
+    assert step.context_len - len(trace.prompt.token_ids) <= difference.token < \
+           step.context_len - len(trace.prompt.token_ids) + step.num_emitted
+    context = list(trace.prompt.token_ids) + list(reference[:difference.token])
+    with torch.inference_mode():       # the oracle: the target's own top two, from a plain forward
+        logits = engine.pair.target(input_ids=torch.tensor([context])).logits[0, -1].float()
+    top = torch.topk(logits, 2).values
+    assert difference.margin == pytest.approx(float(top[0] - top[1]), abs=1e-6) and difference.near_tie
+    back = Trace.from_json(trace.to_json())
+    assert back.summary.baseline.first_difference == difference
+    badge = metrics_html(back)
+    assert f"It first differs at new token {difference.token + 1}, emitted in step {difference.step}" in badge
+    assert "a near tie" in badge and "a float32 target decodes identically" in badge
+
+
+def test_the_same_run_in_float32_is_identical_and_names_no_difference():
+    engine = SpeculativeEngine(build_tiny_pair(seed=0))
+    trace = engine.with_baseline(engine.generate("SELECT * FROM t WHERE", SpecConfig(k=6, max_new_tokens=24)))
+    assert trace.summary.baseline.identical and trace.summary.baseline.first_difference is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda b: b.update(identical=True), "first_difference is given, but summary.baseline.identical is true"),
+    (lambda b: b["first_difference"].update(token=999), "points at new token 999"),
+    (lambda b: b["first_difference"].update(margin=-1), "first_difference.margin must be a number"),
+])
+def test_an_inconsistent_first_difference_is_refused(change, message):
+    _, trace = bfloat16_flip()
+    data = trace.to_dict()
+    change(data["summary"]["baseline"])
+    with pytest.raises(TraceFormatError, match=message):
+        Trace.from_dict(data)
+
+
+def test_the_cli_runs_either_cache_and_the_trace_says_which(tmp_path, capsys):
+    for cache in ("static", "dynamic"):
+        out = tmp_path / f"{cache}.json"
+        assert main(["run", "--preset", "tiny-random", "--prompt", "Hello", "--max-new-tokens", "12", "--k", "3",
+                     "--cache", cache, "--baseline", "--out", str(out)]) == 0
+        assert f"{cache} KV cache" in capsys.readouterr().out
+        trace = Trace.load(out)
+        assert trace.config.cache == cache and trace.summary.baseline.identical
+        assert all((step.kv_target.capacity is not None) == (cache == "static") for step in trace.steps)
+        assert all(step.timing.engine is not None for step in trace.steps)
+
+
+def test_a_static_trace_must_record_its_capacity_and_a_dynamic_one_must_not():
+    engine = SpeculativeEngine(build_tiny_pair(seed=0))
+    static = engine.generate("abc", SpecConfig(k=3, max_new_tokens=8, cache="static")).to_dict()
+    static["config"]["cache"] = "dynamic"
+    with pytest.raises(TraceFormatError, match=r"steps\[0\].kv.target has a capacity, but the run's config.cache"):
+        Trace.from_dict(static)
+    dynamic = engine.generate("abc", SpecConfig(k=3, max_new_tokens=8, cache="dynamic")).to_dict()
+    dynamic["config"]["cache"] = "static"
+    with pytest.raises(TraceFormatError, match="lacks a capacity"):
+        Trace.from_dict(dynamic)
+    older = engine.generate("abc", SpecConfig(k=3, max_new_tokens=8, cache="dynamic")).to_dict()
+    del older["config"]["cache"]                                   # a file from before the field: dynamic
+    assert Trace.from_dict(older).config.cache == "dynamic"
+
+
+def test_auto_resolves_by_device():
+    from engine.config import resolve_cache, resolve_target_dtype
+    assert (resolve_cache("auto", "cuda"), resolve_cache("auto", "cpu"), resolve_cache("static", "cpu")) == \
+           ("static", "dynamic", "static")
+    assert (resolve_target_dtype("auto", "cuda"), resolve_target_dtype("auto", "cpu")) == ("bfloat16", "float32")
