@@ -1,5 +1,5 @@
 """The embedded default pairs end to end (marker real_models; CI runs it): greedy
-speculative output is identical to target-only decoding on the real models."""
+speculative output is identical to target-only decoding on the real models, on either KV cache."""
 
 from __future__ import annotations
 
@@ -44,9 +44,10 @@ def test_qwen_coder_fast_pair_is_identical_to_the_plain_float32_target():
     assert fast.prepacked and fast.draft_dtype == "int8"
     engine = SpeculativeEngine(fast)
     for prompt in prompts:
-        for config in (SpecConfig(k=8, max_new_tokens=32), SpecConfig(k=5, adaptive_k=True, max_new_tokens=32)):
+        for config in (SpecConfig(k=8, max_new_tokens=32), SpecConfig(k=5, adaptive_k=True, max_new_tokens=32),
+                       SpecConfig(k=5, max_new_tokens=32, cache="static")):        # the GPU's cache kind, on the CPU
             trace = engine.generate(prompt, config)
-            assert list(trace.output.token_ids) == expected[prompt], (prompt, config.k, config.adaptive_k)
+            assert list(trace.output.token_ids) == expected[prompt], (prompt, config.k, config.adaptive_k, config.cache)
             assert trace.summary.acceptance_rate > 0.3
 
 

@@ -30,8 +30,7 @@ TITLE = "KV cache length"
 SUBTITLE = "before each step → after the forward pass → after cutting the rejected positions"
 TREE_SUBTITLE = "before → after the forward (pending rows + every tree node) → after the gather (accepted path kept)"
 UNKNOWN_STALE = "stale positions unknown (a specviz.trace/1 file)"
-STATIC_SUBTITLE = ("static cache: a cut moves the write pointer back; the cut rows stay in memory past it, masked, "
-                   "until the next forward overwrites them")
+STATIC_SUBTITLE = "static cache: a cut moves the write pointer back; the cut rows stay in memory, masked (dotted)"
 OFFSET = 0.28           # x offset of the before / after-cutoff points from the step centre
 GAP = 0.09              # vertical gap between panels (fraction of the plot height)
 
