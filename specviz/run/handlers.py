@@ -194,8 +194,8 @@ class Handlers(Stoppable):
         except (ConfigError, TypeError, ValueError):      # an out-of-range value is reported when Run is pressed
             return ""
         if chosen == "auto" and config.is_greedy:         # the device decides: float32 on a CPU, bfloat16 on CUDA
-            return (f"{config.exactness.note} (auto picks a float32 target on a CPU; on a GPU it picks bfloat16: "
-                    f"{config.replace(target_dtype='bfloat16').exactness.note})")
+            return (f"{config.exactness.note} On a GPU, auto picks a bfloat16 target instead: near ties may flip "
+                    "there (choose float32 for token-for-token output).")
         return config.exactness.note
 
     # --- import / export ------------------------------------------------------------------

@@ -159,5 +159,7 @@ def _config_line(trace: Trace) -> str:
     k = f"adaptive k from {config.k}, at most {min(2 * config.k, MAX_K)}" if config.adaptive_k else f"k = {config.k}"
     kernels = "".join(f" · {role} kernel: {describe_kernel(name)}" for role, name in
                       (("target", config.target_kernel), ("draft", config.draft_kernel)) if name)
+    cache = (" · static KV cache (sized once; a cut moves its write pointer)" if config.cache == "static"
+             else " · dynamic KV cache")
     return (f"target {config.target or '?'} ({config.target_dtype or '?'}) · {drafter} · {k} · {sampling}"
-            f" · max {config.max_new_tokens} new tokens · seed {config.seed}{kernels}")
+            f" · max {config.max_new_tokens} new tokens · seed {config.seed}{cache}{kernels}")

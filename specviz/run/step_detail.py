@@ -65,9 +65,16 @@ def _header(trace: Trace, step: StepRecord) -> str:
     return (f"<div class='sv-detail-head'><span class='sv-step-no'>Step {step.index}"
             f"<span class='sv-of'> (steps {trace.steps[0].index}–{last})</span></span>"
             f"<span>{escape(outcome(step))} → emitted {step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
-            f"<span class='sv-muted'>{escape(context)} · draft {step.timing.draft:.0f} ms · verify "
-            f"{step.timing.verify:.0f} ms{' · EOS' if step.eos else ''}</span></div>"
+            f"<span class='sv-muted'>{escape(context)} · {escape(timing_words(step))}{' · EOS' if step.eos else ''}"
+            "</span></div>"
             + (f"<div class='sv-row sv-muted sv-k-note'>{escape(note)}</div>" if note else ""))
+
+
+def timing_words(step: StepRecord) -> str:
+    """'draft 16 ms · verify 4.4 ms · engine 0.9 ms': the step's phases (engine: the work outside the
+    model forwards, acceptance, the one copy to the host, cutoff, emit; absent in older traces)."""
+    parts = [("draft", step.timing.draft), ("verify", step.timing.verify), ("engine", step.timing.engine)]
+    return " · ".join(f"{name} {ms:.0f} ms" if ms >= 10 else f"{name} {ms:.1f} ms" for name, ms in parts if ms is not None)
 
 
 def _carryover(step: StepRecord, previous: StepRecord | None) -> str:
