@@ -23,7 +23,7 @@ use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, w
 
 from engine.background_load import BackgroundLoad, LoadStatus  # noqa: E402
 from engine.config import CACHE_CHOICES, DEVICES, NGRAM_DRAFTER, ConfigError  # noqa: E402
-from engine.decode.compute_thread import ComputeThread, StepsOnComputeThread  # noqa: E402
+from engine.runtime.compute_thread import ComputeThread, StepsOnComputeThread  # noqa: E402
 from engine.formats.sweep_format import sweep_document  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
@@ -42,7 +42,7 @@ LOG = logging.getLogger("specviz.app")
 class EngineRunner:
     """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
-    (engine/decode/compute_thread.py): spread over Gradio's worker threads, each step was slower
+    (engine/runtime/compute_thread.py): spread over Gradio's worker threads, each step was slower
     (docs/benchmark.md, "Measurements quoted in code")."""
 
     def __init__(self, device: str = "auto", default_preset: str | None = None, policy: Policy | None = None,

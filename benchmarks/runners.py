@@ -18,7 +18,7 @@ from engine.decode.adaptive import DrafterCosts
 from engine.decode.pair import ModelPair
 from engine.decode.speculative import SpeculativeEngine
 from benchmarks.shapes import random_pair
-from engine.decode.cost_probe import measure_costs
+from engine.loading.cost_probe import measure_costs
 from engine.runtime.kernel_names import STOCK
 from engine.loading.models import load_pair
 from engine.loading.speed_up import prepare_static_runners

@@ -1,6 +1,6 @@
 """What one forward costs on this machine, and what speculation can buy with it (torch-free).
 
-Measured once when a pair loads on a GPU (engine/decode/cost_probe.py): one target token, one
+Measured once when a pair loads on a GPU (engine/loading/cost_probe.py): one target token, one
 draft token, and a verify of k + 1 tokens for each k, on the kernels the runs will use. With
 c = a draft token / a target token and v_k = a verify of k + 1 tokens / a target token, the
 i.i.d. model (engine/metrics.py) predicts a speedup of E(a, k) / (k c + v_k) at acceptance a.

@@ -45,7 +45,7 @@ import transformers  # noqa: E402
 from benchmarks.shapes import random_pair  # noqa: E402
 from engine.config import SpecConfig  # noqa: E402
 from engine.decode.baseline import first_difference, target_only  # noqa: E402
-from engine.decode.cost_probe import device_name, measure_costs  # noqa: E402
+from engine.loading.cost_probe import device_name, measure_costs  # noqa: E402
 from engine.decode.pair import ModelPair  # noqa: E402
 from engine.decode.readout import HostReads  # noqa: E402
 from engine.decode.speculative import SpeculativeEngine  # noqa: E402
@@ -53,7 +53,7 @@ from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts  # noqa: E402
 from engine.loading.speed_up import PREPARED_ROWS, prepare_static_runners  # noqa: E402
 from engine.loading.tiny import build_tiny_pair  # noqa: E402
 from engine.metrics import expected_speedup, expected_tokens_per_step  # noqa: E402
-from engine.decode.step_clock import StepClock  # noqa: E402
+from engine.runtime.step_clock import StepClock  # noqa: E402
 from engine.runtime.cuda.attention import PINNED_BACKENDS, pinned_attention  # noqa: E402
 from engine.runtime.static_runner import StaticRunner  # noqa: E402
 

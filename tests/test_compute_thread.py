@@ -1,4 +1,4 @@
-"""engine/decode/compute_thread.py, and app.py's EngineRunner keeping every model computation on it:
+"""engine/runtime/compute_thread.py, and app.py's EngineRunner keeping every model computation on it:
 the models' forward passes (seen through forward hooks on the real tiny-random pair) run on
 one thread whichever server thread steps the generation."""
 
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from app import EngineRunner
-from engine.decode.compute_thread import ComputeThread
+from engine.runtime.compute_thread import ComputeThread
 from specviz.runner import ModelChoice, RunRequest, SweepRequest
 from engine.config import SpecConfig
 

@@ -14,7 +14,7 @@ import torch
 
 from engine.cli.main import main
 from engine.config import SpecConfig
-from engine.decode.cost_probe import measure_costs
+from engine.loading.cost_probe import measure_costs
 from engine.decode.speculative import SpeculativeEngine
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
 from engine.formats.trace import Trace, TraceFormatError

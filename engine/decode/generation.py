@@ -6,7 +6,7 @@ any two steps with a valid partial trace in hand.
 
 A chain step keeps its tensors on the device from the first draft forward to the acceptance
 rule and reads back what the host needs in one copy (readout.py), so on a GPU the whole step
-is queued without a wait; its phases are timed with device events (step_clock.py).
+is queued without a wait; its phases are timed with device events (engine/runtime/step_clock.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from engine.decode.pair import ModelPair
 from engine.decode.readout import Readout, ids
 from engine.decode.recorder import StepData, StepRecorder, read_details, request_details
 from engine.decode.sampling import SamplingParams, to_probs
-from engine.decode.step_clock import StepClock
+from engine.runtime.step_clock import StepClock
 from engine.decode.tree.draft import TreeDrafter
 from engine.decode.tree.step import TreeStep
 from engine.decode.verify import Decision, decide_greedy, decide_sampling

@@ -36,15 +36,6 @@ class ForwardResult:
     length_after: int
 
 
-def wait_for(tensor: torch.Tensor) -> None:
-    """Block until the device has computed `tensor` (CUDA and MPS run asynchronously: time the
-    work, not the launch)."""
-    if tensor.device.type == "cuda":
-        torch.cuda.synchronize(tensor.device)
-    elif tensor.device.type == "mps":
-        torch.mps.synchronize()
-
-
 class KVCache:
     """Wraps a model and its cache, dynamic or static: feed tokens, read logits, cut positions."""
 

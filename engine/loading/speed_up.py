@@ -3,7 +3,7 @@
 On a CPU: the fast kernels (engine/runtime/cpu/kernels.py), each behind its probe
 (engine/runtime/kernel_names.py names them). On CUDA: static caches whose forwards are
 captured as CUDA graphs now, at load (engine/runtime/static_runner.py; the capture's seconds
-are in the load status), then the device's costs measured on them (engine/decode/cost_probe.py).
+are in the load status), then the device's costs measured on them (engine/loading/cost_probe.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
-from engine.decode.cost_probe import measure_costs
+from engine.loading.cost_probe import measure_costs
 from engine.decode.pair import ModelPair
 from engine.runtime.kernel_names import STOCK
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles

@@ -8,7 +8,7 @@ same cache, so nothing depends on which shapes were captured but the speed.
 
 A graph is bound to the addresses of the buffers it was captured on, so runners are kept and
 reused run after run: `RunnerPool` lends one to each run in progress (two sessions' runs
-interleave step by step on the compute thread, engine/decode/compute_thread.py, and each needs
+interleave step by step on the compute thread, engine/runtime/compute_thread.py, and each needs
 its own cache) and takes it back when the run ends or its cache is garbage-collected. A run
 longer than every free runner's capacity regrows one (new buffers, graphs captured again).
 """

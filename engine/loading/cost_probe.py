@@ -13,7 +13,7 @@ import torch
 from engine.config import resolve_cache
 from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
-from engine.decode.step_clock import StepClock
+from engine.runtime.step_clock import StepClock
 from engine.device_costs import DeviceCosts
 
 CONTEXT_TOKENS = 64          # the probe's context: a short prompt's worth
