@@ -18,7 +18,7 @@ from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_veri
 
 COLUMNS = ("configuration", "T", "tok/s", "vs {stock}", "vs {same}",
            "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens per target forward", "theory",
-           "measured/theory", "verify cost", "measured/theory at verify cost", "identical")
+           "measured/theory", "draft cost c", "verify cost", "measured/theory at verify cost", "identical")
 TREES = "n/a: trees"          # a tree row's theory cells: the i.i.d. chain theory does not describe it
 
 
@@ -44,6 +44,8 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int, s
             "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
             "theoretical_speedup": round(predicted, 3) if predicted else None,
             "measured_over_theory": _ratio(measured, predicted) if measured else None,
+            "draft_cost": (round(row.draft_ms / row.drafted / target_step_ms(unit), 3)
+                           if row.drafted and unit.tokens else None),
             "verify_cost": (round(row.verify_ms / row.steps / target_step_ms(unit), 3)
                             if row.steps and unit.tokens else None),
             "theory_at_verify_cost": round(at_verify, 3) if at_verify else None,
@@ -69,7 +71,7 @@ def markdown(results: dict) -> str:
                   cell(r["vs_same_kernels"], suffix="x"), cell(r["code_speedup"], suffix="x"),
                   cell(r["vs_assisted"], suffix="x"), cell(r["acceptance_rate"], "{:.0%}"),
                   cell(r["mean_accepted_length"]), note or cell(r["theoretical_speedup"], suffix="x"),
-                  note or cell(r["measured_over_theory"]), cell(r["verify_cost"]),
+                  note or cell(r["measured_over_theory"]), cell(r.get("draft_cost")), cell(r["verify_cost"]),
                   note or cell(r["measured_over_theory_at_verify_cost"]), cell(r["identical"])]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
