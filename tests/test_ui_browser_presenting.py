@@ -1,11 +1,13 @@
-"""Presenting (issue #17), measured in Debian's chromium: desktop (1400 px), large text (the header's
-"Large text (projector)" toggle) and a phone (390 px), on every tab.
+"""Presenting (issues #17 and #27), measured in Debian's chromium: desktop (1400 px), a projector (1280 x 720
+with the header's "Large text (projector)" toggle) and a phone (390 x 844), on every tab.
 
-On each tab it checks what a projector or a phone shows: nothing wider than the screen, the figures
-before the controls on a phone, no chart title, subtitle, legend entry or panel label running past its
-chart or under Plotly's tool bar, the step table's verdict column in sight, and no text cut off by a box
-that does not scroll. Every check first waits for the exact figure state (each chart drawn with its
-traces and fitted to its box; the large fonts after the toggle), never for time.
+On each tab it checks what a projector or a phone shows: nothing wider than the screen; on a projector
+nothing that scrolls sideways either (the step tables, cards and controls fit the width); on a phone
+Models, the prompt, k and Run on the first screen of the Run tab, and the figures before the controls on
+the other tabs; no chart title, subtitle, legend entry or panel label running past its chart (sideways or
+above and below it) or under Plotly's tool bar, the step table's verdict column in sight, and no text cut
+off by a box that does not scroll. Every check first waits for the exact figure state (each chart drawn
+with its traces and fitted to its box; the large fonts after the toggle), never for time.
 Screenshots land in test-artifacts/presenting-<tab>-<mode>.png for a person to look at.
 """
 
@@ -15,17 +17,21 @@ import json
 
 import pytest
 
+from engine.formats.trace import Trace
 from fakes import FakeRunner
+from specviz.assets import ASSETS_DIR, SAMPLED_TRACE, load_demo_trace
+from specviz.run.step_detail import step_detail_html
 from sweep_factory import make_sweep
+from tree_factory import make_tree_trace
 from test_ui_browser import ARTIFACTS, WAIT_MS
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
 
-MODES = {"desktop": (1400, 900, False), "large": (1400, 900, True), "phone": (390, 844, False)}
+MODES = {"desktop": (1400, 900, False), "projector": (1280, 720, True), "phone": (390, 844, False)}
 LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
 TABS = {                             # tab -> (a figure the tab draws, or None; figures, controls on a phone)
-    "Run": ("#sv-timeline", [("#sv-views", "#sv-controls")]),
+    "Run": ("#sv-timeline", [("#sv-views", "#sv-controls")]),   # a phone: Run first instead (FIRST_SCREEN)
     "Race": (None, [("#sv-race-view", "#sv-race-controls")]),
     "Explore": ("#sv-heat-speedup", [("#sv-sweep-views", "#sv-sweep-controls"),
                                      ("#sv-compare-tokens", "#sv-compare-controls")]),
@@ -59,6 +65,8 @@ PROBLEMS_JS = """() => {
             const t = box(text);
             if (t.left < svg.left - 1 || t.right > svg.right + 1)
                 problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" is cut off`);
+            if (t.top < svg.top - 1 || t.bottom > svg.bottom + 1)
+                problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" is clipped above or below the chart`);
             for (const bar of [...plot.querySelectorAll('.modebar')].filter(shown))
                 if (meets(box(bar), t)) problems.push(`${name(plot)}: the tool bar covers "${text.textContent}"`);
         }
@@ -88,6 +96,15 @@ PROBLEMS_JS = """() => {
     return problems;
 }"""
 ORDER_JS = """(selectors) => selectors.map(s => document.querySelector(s).getBoundingClientRect().top)"""
+# A projector shows no sideways scrolling: every box holds its content's width (Plotly's own svg aside).
+SIDEWAYS_JS = """() => [...document.querySelectorAll('body *')].filter(e => e.getClientRects().length > 0
+    && !e.closest('svg') && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1
+    && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+    .map(e => `${e.closest('[id^=sv-]')?.id || e.tagName}: ${e.scrollWidth} px of content in a ${e.clientWidth} px box`)"""
+# What a phone's first screen of the Run tab holds: the controls to start a run, each whole.
+FIRST_SCREEN = ("#sv-preset", "#sv-prompt", "#sv-k", "#sv-run")
+BOXES_JS = """(selectors) => selectors.map(s => { const r = document.querySelector(s).getBoundingClientRect();
+    return [r.top, r.bottom]; })"""
 
 
 @pytest.fixture(scope="module")
@@ -147,29 +164,48 @@ def test_every_tab_fits_and_clips_nothing(browser, app, mode):  # noqa: F811
             problems.append(f"{tab}, phone: {bars} Plotly tool bars are shown")
         if mode != "phone" and TABS[tab][0] is not None and not bars:
             problems.append(f"{tab}, {mode}: no tool bar after hovering (the overlap check saw none)")
-        for figures, controls in pairs if mode == "phone" else []:
+        for figures, controls in pairs if mode == "phone" and tab != "Run" else []:
             figures_y, controls_y = page.evaluate(ORDER_JS, [figures, controls])
             if not figures_y < controls_y:
                 problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
+        if mode == "projector":
+            problems += [f"{tab}, projector: {what} (scrolls sideways)" for what in page.evaluate(SIDEWAYS_JS)]
+        if mode == "phone" and tab == "Run":
+            page.evaluate("window.scrollTo(0, 0)")
+            height = MODES[mode][1]
+            for selector, (top, bottom) in zip(FIRST_SCREEN, page.evaluate(BOXES_JS, list(FIRST_SCREEN))):
+                if top < 0 or bottom > height:
+                    problems.append(f"Run, phone: {selector} is at {top:.0f}-{bottom:.0f} px, not on the first "
+                                    f"{height} px screen")
         page.screenshot(path=str(ARTIFACTS / f"presenting-{tab.lower()}-{mode}.png"), full_page=True)
     page.close()
     assert not problems, "\n".join(problems)
 
 
-def test_the_step_table_scrolls_in_large_text_and_keeps_its_verdicts(browser, app):  # noqa: F811
-    page = open_mode(browser, app, "large")
-    show_tab(page, "Run", "large")
-    wrap = page.locator("#sv-detail .sv-table-wrap").first
-    scroll, client = wrap.evaluate("w => [w.scrollWidth, w.clientWidth]")
-    assert scroll > client                       # the table is wider than its box in large text: it scrolls ...
-    wrap.evaluate("w => { w.scrollLeft = 0; }")
-    inside = """w => { const b = w.getBoundingClientRect();
-        return [...w.querySelectorAll('.sv-verdict')].every(c => { const r = c.getBoundingClientRect();
-            return r.left >= b.left - 1 && r.right <= b.right + 1; }); }"""
-    assert wrap.evaluate(inside)                 # ... and the verdict column stays in sight at either end
-    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
-    assert wrap.evaluate(inside)
+def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F811
+    """Every step of the bundled greedy, sampled and tree runs and of a sampled tree, as its step panel, in
+    the Run tab's detail box at projector size: the draft-vs-target (or the tree walk's) table is no wider
+    than its box, so nothing scrolls sideways."""
+    page = open_mode(browser, app, "projector")
+    show_tab(page, "Run", "projector")
+    traces = [load_demo_trace().choices[0][1], dict(load_demo_trace().choices)[SAMPLED_TRACE],
+              Trace.load(ASSETS_DIR / "traces" / "lab-T.json"), make_tree_trace(sampling=True)]
+    wide = []
+    for trace in traces:
+        for step in trace.steps:
+            table, box = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
+            if table > box + 1:
+                wide.append(f"{trace.config.temperature:g} step {step.index}: {table} px in {box} px")
+    page.screenshot(path=str(ARTIFACTS / "presenting-projector-tree-walk.png"), full_page=True)
     page.close()
+    assert not wide, f"{len(wide)} step tables wider than their boxes: {wide[:3]}"
+
+
+# The Run tab's detail box showing `html`: the widest table's width and the box's.
+SHOW_JS = """(html) => { const holder = document.querySelector('#sv-detail .sv-detail').parentElement;
+    holder.innerHTML = html;
+    const wraps = [...holder.querySelectorAll('.sv-table-wrap')];
+    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth))]; }"""
 
 
 TICKED_JS = """(selector) => [...document.querySelectorAll(`${selector} label`)]
