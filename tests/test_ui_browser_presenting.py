@@ -7,8 +7,9 @@ Models, the prompt, k and Run on the first screen of the Run tab, and the figure
 the other tabs; no chart title, subtitle, legend entry or panel label running past its chart (sideways or
 above and below it) or under Plotly's tool bar, the step table's verdict column in sight, and no text cut
 off by a box that does not scroll. Every check first waits for the exact figure state (each chart drawn
-with its traces and fitted to its box; the large fonts after the toggle), never for time.
-Screenshots land in test-artifacts/presenting-<tab>-<mode>.png for a person to look at.
+with its traces and fitted to its box; the large fonts after the toggle), never for time. A planted-bug
+test puts the old layout back (Run under the figures, titles without their room, unwrapped step tables) and
+watches each check fail. Screenshots land in test-artifacts/presenting-<tab>-<mode>.png for a person to look at.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 
 import pytest
 
+from engine.background_load import LoadStatus
 from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, SAMPLED_TRACE, load_demo_trace
@@ -109,8 +111,9 @@ BOXES_JS = """(selectors) => selectors.map(s => { const r = document.querySelect
 
 @pytest.fixture(scope="module")
 def app():
-    """The page as app.py serves it, with the recorded trace, race, sweep and lab runs from assets/."""
-    demo, url = serve(FakeRunner())
+    """The page as app.py serves it, with the recorded trace, race, sweep and lab runs from assets/, and the
+    status line of a server whose default pair has loaded (it takes a line of the phone's first screen)."""
+    demo, url = serve(FakeRunner(status=LoadStatus("qwen-coder", "ready", 1.0, "", 9.0)))
     yield url
     demo.close()
 
@@ -154,32 +157,64 @@ def test_every_tab_fits_and_clips_nothing(browser, app, mode):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_mode(browser, app, mode)
     problems: list[str] = []
-    for tab, (_, pairs) in TABS.items():
-        show_tab(page, tab, mode)
-        hover_every_chart(page)
-        problems += [f"{tab}, {mode}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
-        bars = page.evaluate("() => [...document.querySelectorAll('.modebar')].filter(b => b.getClientRects()"
-                             ".length > 0).length")
-        if mode == "phone" and bars:
-            problems.append(f"{tab}, phone: {bars} Plotly tool bars are shown")
-        if mode != "phone" and TABS[tab][0] is not None and not bars:
-            problems.append(f"{tab}, {mode}: no tool bar after hovering (the overlap check saw none)")
-        for figures, controls in pairs if mode == "phone" and tab != "Run" else []:
-            figures_y, controls_y = page.evaluate(ORDER_JS, [figures, controls])
-            if not figures_y < controls_y:
-                problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
-        if mode == "projector":
-            problems += [f"{tab}, projector: {what} (scrolls sideways)" for what in page.evaluate(SIDEWAYS_JS)]
-        if mode == "phone" and tab == "Run":
-            page.evaluate("window.scrollTo(0, 0)")
-            height = MODES[mode][1]
-            for selector, (top, bottom) in zip(FIRST_SCREEN, page.evaluate(BOXES_JS, list(FIRST_SCREEN))):
-                if top < 0 or bottom > height:
-                    problems.append(f"Run, phone: {selector} is at {top:.0f}-{bottom:.0f} px, not on the first "
-                                    f"{height} px screen")
+    for tab in TABS:
+        problems += tab_problems(page, tab, mode)
         page.screenshot(path=str(ARTIFACTS / f"presenting-{tab.lower()}-{mode}.png"), full_page=True)
     page.close()
     assert not problems, "\n".join(problems)
+
+
+def tab_problems(page, tab: str, mode: str) -> list[str]:
+    """Open `tab` and say what a projector or a phone would get wrong there (see the module docstring)."""
+    show_tab(page, tab, mode)
+    hover_every_chart(page)
+    problems = [f"{tab}, {mode}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+    bars = page.evaluate("() => [...document.querySelectorAll('.modebar')].filter(b => b.getClientRects()"
+                         ".length > 0).length")
+    if mode == "phone" and bars:
+        problems.append(f"{tab}, phone: {bars} Plotly tool bars are shown")
+    if mode != "phone" and TABS[tab][0] is not None and not bars:
+        problems.append(f"{tab}, {mode}: no tool bar after hovering (the overlap check saw none)")
+    for figures, controls in TABS[tab][1] if mode == "phone" and tab != "Run" else []:
+        figures_y, controls_y = page.evaluate(ORDER_JS, [figures, controls])
+        if not figures_y < controls_y:
+            problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
+    if mode == "projector":
+        problems += [f"{tab}, projector: {what} (scrolls sideways)" for what in page.evaluate(SIDEWAYS_JS)]
+    if mode == "phone" and tab == "Run":
+        page.evaluate("window.scrollTo(0, 0)")
+        height = MODES[mode][1]
+        for selector, (top, bottom) in zip(FIRST_SCREEN, page.evaluate(BOXES_JS, list(FIRST_SCREEN))):
+            if top < 0 or bottom > height:
+                problems.append(f"Run, phone: {selector} is at {top:.0f}-{bottom:.0f} px, not on the first "
+                                f"{height} px screen")
+    return problems
+
+
+# The planted bugs: issue #27's presenting problems put back, one per check.
+UNDONE_PHONE = ("@media (max-width: 700px) { html body #sv-main #sv-controls { display: flex !important; "
+                "order: 30 !important; } }")
+UNDONE_PROJECTOR = ("body.sv-large .sv-table td, body.sv-large .sv-table th { white-space: nowrap !important; }"
+                    "body.sv-large .sv-col-top { display: table-cell !important; }")
+
+
+def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch):  # noqa: F811
+    """Run's controls back under the figures on a phone, multi-line titles without their room, the step table's
+    cells unwrapped on a projector: each check fails."""
+    monkeypatch.setattr("specviz.figures.common.title_pad", lambda title, style: 8)
+    phone = open_mode(browser, app, "phone")
+    phone.add_style_tag(content=UNDONE_PHONE)
+    phone.locator("#sv-recorded label").nth(1).click()            # charts redrawn without the title room
+    phone.wait_for_function("() => document.querySelector('#sv-status').innerText.includes('sampling')")
+    problems = tab_problems(phone, "Run", "phone")
+    phone.close()
+    assert any("#sv-run is at" in problem for problem in problems)
+    assert any("is clipped above or below the chart" in problem for problem in problems)
+    projector = open_mode(browser, app, "projector")
+    projector.add_style_tag(content=UNDONE_PROJECTOR)
+    problems = tab_problems(projector, "Run", "projector")
+    projector.close()
+    assert any("sv-detail" in problem and "scrolls sideways" in problem for problem in problems)
 
 
 def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F811

@@ -96,8 +96,11 @@ def gap_sentence(shares: list[GapShares], temperature: float) -> str:
 
     gaps = [share.gap for share in shares]
     outside = [share.outside for share in shares]
-    return (f"At T = {temperature:g} the measured points sit {span(gaps, '{:+.2f}×')} off the model at the measured "
-            f"costs (model − measured). Most of it is time outside the steady forwards, {span(outside, '{:.2f}×')}: "
+    where = (f"{span(gaps, '{:.2f}×')} below" if min(gaps) > 0
+             else f"off (model − measured: {span(gaps, '{:+.2f}×')})")
+    most = sum(outside) >= sum(abs(s.acceptance) + abs(s.baseline_prefill) for s in shares)   # the largest share?
+    return (f"At T = {temperature:g} the measured points sit {where} the model at the measured costs. "
+            f"{'Most' if most else 'Part'} of it is time outside the steady forwards, {span(outside, '{:.2f}×')}: "
             f"{span([100 * s.outside_fraction for s in shares], '{:.0f}')} % of each speculative run went to step "
             "0's prefill of the prompt through both models (which the model, counting steps after the first, leaves "
             "out), the engine's work between forwards and the last steps' shorter drafts. Acceptance adds "

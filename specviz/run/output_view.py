@@ -94,8 +94,7 @@ def _tree_cards(trace: Trace, trees: TreeCounts) -> list[str]:
     return [
         metric_card("tree nodes drafted", f"{per_step:.1f} a step",
                     f"{trees.nodes} nodes in {trees.steps} steps, every one checked by its step's one target forward; "
-                    f"the walk tried {trees.tried} of them (the rest hung under a refused node or after an accepted "
-                    "sibling)"),
+                    f"the walk tried {trees.tried} of them (the walk never reached the others)"),
         metric_card("", percent(trees.acceptance_rate),
                     f"{trees.accepted} path tokens accepted of {trees.nodes} nodes drafted "
                     f"({trees.accepted / trees.steps:.2f} a step)", quantity=ACCEPTANCE_RATE),

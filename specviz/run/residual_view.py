@@ -89,7 +89,7 @@ def _sum_chart(step: StepRecord, position: int, overlap: float | None) -> str:
         return ""
     recovered_id = step.target[position].id
     rest = 1 - overlap
-    rows = "".join(_sum_row(share, rest, share.id == recovered_id) for share in shares)
+    rows = "".join(_sum_row(share, rest, share.id == recovered_id, step.draft[position].id) for share in shares)
     return (f"<div class='sv-sum-chart' role='img' aria-label='why sampling stays lossless: min(p, q) plus "
             f"(1 − Σ min) times the residual equals p, per token'><div class='sv-sum-head'><b>Why drawing from the "
             f"residual keeps the output's law p</b>: at d{position + 1} a token x comes out either as the draft "
@@ -103,7 +103,7 @@ def _sum_chart(step: StepRecord, position: int, overlap: float | None) -> str:
             "out; the sums match p up to the stored digits.</div></div>")
 
 
-def _sum_row(share: _Share, rest: float, drawn: bool) -> str:
+def _sum_row(share: _Share, rest: float, drawn: bool, draft_id: int) -> str:
     accepted, recovered = share.accepted(), share.recovered(1 - rest)
     total = accepted + recovered
     numbers = (f"{accepted:.3f} + {rest:.3f} × {share.residual:.3f} = {total:.3f}; p = {share.p:.3f}")
@@ -114,12 +114,17 @@ def _sum_row(share: _Share, rest: float, drawn: bool) -> str:
     tip_row = f"{visible(share.text)}: {accepted:.3f} + {recovered:.3f} = {total:.3f}, and p = {share.p:.3f}"
     mark = " <b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""
     return (f"<div class='sv-sum-row{' sv-picked' if drawn else ''}' title='{escape(tip_row)}'>"
-            f"<span class='sv-bar-label'>{chip(share.text, 'recovered' if drawn else 'unverified')}</span>"
+            f"<span class='sv-bar-label'>{chip(share.text, _kind(share.id, drawn, draft_id))}</span>"
             f"<span class='sv-sum-bar'><span class='sv-sum-part sv-sum-accepted' style='width:{100 * accepted:.2f}%' "
             f"title='{escape(tip_accepted)}'></span><span class='sv-sum-part sv-sum-recovered' "
             f"style='width:{100 * recovered:.2f}%' title='{escape(tip_recovered)}'></span>"
             f"<span class='sv-sum-p' style='left:{100 * share.p:.2f}%' title='p = {share.p:.3f}'></span></span>"
             f"<span class='sv-bar-value'>{escape(numbers)}</span>{mark}</div>")
+
+
+def _kind(token_id: int, drawn: bool, draft_id: int) -> str:
+    """A row's chip: the recovered token drawn here, the rejected draft, or any other token (plain)."""
+    return "recovered" if drawn else "rejected" if token_id == draft_id else "plain"
 
 
 def _ordinal(n: int) -> str:
