@@ -13,7 +13,7 @@ from html import escape, unescape
 
 import pytest
 
-from specviz.assets import ASSETS_DIR, load_demo_trace, load_lab_traces, load_recorded_sweep
+from specviz.assets import ASSETS_DIR, load_demo_trace, load_lab_traces, load_recorded_sweep, load_tree_sweep
 from specviz.explore.compare import Comparison, Side, comparison_table
 from specviz.explore.tab import INTRO
 from specviz.explore.views import render_sweep
@@ -21,13 +21,10 @@ from specviz.figures.acceptance import histogram_figure, per_step_figure, positi
 from specviz.figures.sweep import heatmap_figure, theory_figure
 from specviz.figures.tree_budget import tree_budget_figure
 from specviz.lab.views import KEYS, recorded_lab, render_lab
-from specviz.quantities import ACCEPTANCE_RATE, ALPHA, QUANTITIES, TOKENS_PER_STEP
-from specviz.assets import load_tree_sweep
+from specviz.quantities import ACCEPTANCE_RATE, ALPHA, QUANTITIES, TOKENS_PER_STEP, Quantity
 from specviz.run.output_view import metrics_html
 
 BY_KEY = {quantity.key: quantity for quantity in QUANTITIES}
-MARKED = re.compile(r"<(?:span|div) class='sv-(?:quantity|card)[^']*'(?: title='([^']*)')? data-quantity='(\w+)'"
-                    r"|<span class='sv-quantity' data-quantity='(\w+)' title='([^']*)'>([^<]*)<")
 
 
 def views_by_tab() -> dict[str, str]:
@@ -84,7 +81,6 @@ def test_the_figures_use_the_same_names_and_symbols():
 
 
 def test_a_planted_second_definition_is_caught(monkeypatch):
-    from specviz.quantities import Quantity
     other = Quantity(TOKENS_PER_STEP.key, TOKENS_PER_STEP.name, TOKENS_PER_STEP.symbol, "tokens per forward, roughly")
     monkeypatch.setattr("specviz.lab.views.TOKENS_PER_STEP", other)
     with pytest.raises(AssertionError):

@@ -20,7 +20,8 @@ VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected"}
 
 
 def walk_table(step: StepRecord, greedy: bool) -> str:
-    """The walk's trials, one row each (node id, depth, its parent, the candidate, q, p, the test, verdict, why)."""
+    """The walk's trials, one row each (order, node id, its parent, the candidate, q, p, the test, verdict, why),
+    then the token the target adds where the walk stopped."""
     tree = step.tree
     assert tree is not None, "walk_table needs a tree step"
     tried = walk_order(tree)
