@@ -2,7 +2,8 @@
 with the header's "Large text (projector)" toggle) and a phone (390 x 844), on every tab.
 
 On each tab it checks what a projector or a phone shows: nothing wider than the screen; on a projector
-nothing that scrolls sideways either (the step tables, cards and controls fit the width); on a phone
+nothing that scrolls sideways either (the step tables, cards and controls fit the width) and no slider label
+that wraps; on a phone
 Models, the prompt, k and Run on the first screen of the Run tab, and the figures before the controls on
 the other tabs; no chart title, subtitle, legend entry or panel label running past its chart (sideways or
 above and below it) or under Plotly's tool bar, the step table's verdict column in sight, and no text cut
@@ -103,6 +104,10 @@ SIDEWAYS_JS = """() => [...document.querySelectorAll('body *')].filter(e => e.ge
     && !e.closest('svg') && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1
     && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
     .map(e => `${e.closest('[id^=sv-]')?.id || e.tagName}: ${e.scrollWidth} px of content in a ${e.clientWidth} px box`)"""
+# A projector's slider labels stay on one line (they wrapped to two or three in the 300 px controls column).
+WRAPPED_JS = """() => [...document.querySelectorAll('.block .head label [data-testid=block-info]')]
+    .filter(e => e.getClientRects().length > 0 && e.getClientRects().length > 1 || e.getBoundingClientRect().height >
+        1.6 * parseFloat(getComputedStyle(e).fontSize) * 1.3).map(e => e.innerText)"""
 # What a phone's first screen of the Run tab holds: the controls to start a run, each whole.
 FIRST_SCREEN = ("#sv-preset", "#sv-prompt", "#sv-k", "#sv-run")
 BOXES_JS = """(selectors) => selectors.map(s => { const r = document.querySelector(s).getBoundingClientRect();
@@ -181,6 +186,7 @@ def tab_problems(page, tab: str, mode: str) -> list[str]:
             problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
     if mode == "projector":
         problems += [f"{tab}, projector: {what} (scrolls sideways)" for what in page.evaluate(SIDEWAYS_JS)]
+        problems += [f"{tab}, projector: the slider label {label!r} wraps" for label in page.evaluate(WRAPPED_JS)]
     if mode == "phone" and tab == "Run":
         page.evaluate("window.scrollTo(0, 0)")
         height = MODES[mode][1]
@@ -195,7 +201,9 @@ def tab_problems(page, tab: str, mode: str) -> list[str]:
 UNDONE_PHONE = ("@media (max-width: 700px) { html body #sv-main #sv-controls { display: flex !important; "
                 "order: 30 !important; } }")
 UNDONE_PROJECTOR = ("body.sv-large .sv-table td, body.sv-large .sv-table th { white-space: nowrap !important; }"
-                    "body.sv-large .sv-col-top { display: table-cell !important; }")
+                    "body.sv-large .sv-col-top { display: table-cell !important; }"
+                    "body.sv-large .block .head { flex-wrap: nowrap !important; }"
+                    "body.sv-large .block .head > label { flex: 0 1 auto !important; }")
 
 
 def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch):  # noqa: F811
@@ -215,6 +223,7 @@ def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch): 
     problems = tab_problems(projector, "Run", "projector")
     projector.close()
     assert any("sv-detail" in problem and "scrolls sideways" in problem for problem in problems)
+    assert any("the slider label 'k (draft tokens per step)' wraps" in problem for problem in problems)
 
 
 def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F811
