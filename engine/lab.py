@@ -44,7 +44,8 @@ LAB_STAGES: tuple[LabStage, ...] = (
              "position (stage A's dashed 'missing' line is gone), but rejected positions still pile up in both "
              "caches: the stale lines climb at every rejection, so acceptance does not recover."),
     LabStage("C", "C. + cache cutoff by zero-filling", True, "zero_fill",
-             "Rejected positions are now zeroed in place (the lab's problem C answer). Their values are "
+             "Rejected positions are now zeroed in place instead of removed: a first try at cleaning up. Their "
+             "values are "
              "gone, but the slots remain: nothing is removed, so the KV records count them as stale, and "
              "attention still gives each zero key a weight of exp(0), diluting real context with empty vectors, "
              "and new tokens still get positions past the real end."),

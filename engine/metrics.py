@@ -5,14 +5,18 @@ Definitions (also in the README):
 - mean accepted length = emitted tokens per step, the bonus/recovered token included;
 - per-position acceptance[i] = P(draft i accepted | draft i was verified);
 - accepted-length histogram[n] = number of steps that accepted exactly n drafts;
-- mean tree size = token-tree nodes verified per step (tree runs; None for chains).
+- mean tree size = token-tree nodes verified per step (tree runs; None for chains);
+- tree counts (tree runs): nodes drafted (every one checked by its step's target forward), nodes the
+  walk tried, and accepted path tokens, so a tree's acceptance rate is accepted path tokens / nodes.
 
 Every step is one target forward, so the mean accepted length is also the accepted tokens per
 target forward, for chains and trees alike. In a tree run the draft counts (drafted, acceptance
 rate, per position) follow each step's main line (docs/architecture.md §2, "Token trees").
 
 And the i.i.d. acceptance model the figures compare with: each draft accepted with
-probability a, independently, so a step emits E = (1 - a^(k+1)) / (1 - a) tokens on average.
+probability α, independently, so a step emits E = (1 - α^(k+1)) / (1 - α) tokens on average.
+The figures take α from the summary's estimated_alpha, the mean recorded Σ min(p, q), the one
+acceptance letter on every tab (specviz/quantities.py); the measured acceptance rate is r.
 """
 
 from __future__ import annotations
@@ -117,6 +121,31 @@ def mean_tree_nodes(steps: Sequence[StepRecord]) -> float | None:
     return sum(trees) / len(trees) if trees else None
 
 
+@dataclass(frozen=True)
+class TreeCounts:
+    """What the steps of a tree run drafted, tried and accepted, summed over its tree steps."""
+
+    steps: int
+    nodes: int                   # drafted; each step's target forward checks every one of its nodes
+    tried: int                   # nodes the walk compared with the target (accepted or rejected)
+    accepted: int                # path tokens accepted
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted path tokens / nodes drafted: the tree's share of drafts accepted."""
+        return self.accepted / self.nodes if self.nodes else None
+
+
+def tree_counts(steps: Sequence[StepRecord]) -> TreeCounts | None:
+    """The tree steps' counts; None when no step drafted a tree (a chain run)."""
+    trees = [step.tree for step in steps if step.tree is not None]
+    if not trees:
+        return None
+    return TreeCounts(steps=len(trees), nodes=sum(len(tree.nodes) for tree in trees),
+                      tried=sum(node.verdict != "unreached" for tree in trees for node in tree.nodes),
+                      accepted=sum(len(tree.path) for tree in trees))
+
+
 def cost_ratio(steps: Sequence[StepRecord]) -> float | None:
     """c = draft time per drafted token / verify time per step, over the steps after the first: the
     first step's forwards also prefill the prompt in both models, which is no part of a step's cost."""
@@ -170,19 +199,8 @@ def steady_speedup(steps: Sequence[StepRecord], baseline: BaselineStats | None) 
     return sum(step.num_emitted for step in later) / seconds / baseline.tokens_per_s
 
 
-# The i.i.d. acceptance model: each draft accepted with probability a, independently. The number
-# accepted in a step of k drafts is then truncated-geometric: P(n) = a^n (1 - a) for n < k, P(k) = a^k.
-
-def verified_acceptance(steps: Sequence[StepRecord]) -> float | None:
-    """Estimate of a: accepted / verified drafts (the maximum-likelihood fit of the model).
-
-    Unverified drafts (after a rejection) say nothing about a, so they are left out;
-    this is why it can differ from the summary's accepted / drafted rate.
-    """
-    accepted = sum(step.num_accepted for step in steps)
-    rejected = sum(step.verdicts.count("rejected") for step in steps)
-    return accepted / (accepted + rejected) if accepted + rejected else None
-
+# The i.i.d. acceptance model: each draft accepted with probability α, independently. The number
+# accepted in a step of k drafts is then truncated-geometric: P(n) = α^n (1 - α) for n < k, P(k) = α^k.
 
 def truncated_geometric(alpha: float, k: int) -> list[float]:
     """P(n accepted) for n = 0..k."""

@@ -1,7 +1,10 @@
 """Colours, labels and font sizes shared by every figure and HTML view.
 
 The palette is Okabe-Ito (safe for the common colour-vision deficiencies); each
-verdict also differs in lightness, so a greyscale projector still separates them.
+verdict also differs in lightness, so a greyscale projector still separates them. Besides
+its colour every kind has its own fill pattern (PATTERNS, the same in every figure; the
+page's chips and text follow it in assets/specviz.css), so a student with a colour-vision
+deficiency tells the kinds apart in every view (tests/test_ui_browser_colour_blind.py).
 """
 
 from __future__ import annotations
@@ -24,11 +27,28 @@ COLORS = {
     "cut": "#D55E00",
     "stale": "#CC79A7",        # reddish purple: cache positions that hold no committed text (lab modes)
     "committed": "#555555",
+    "unreached": "#E4E4E4",    # pale: a tree node never tried
     "model": "#000000",
 }
 
 # Okabe-Ito in order, yellow left out (too light on white): one line per series, e.g. per k.
 SERIES = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999")
+
+# One fill pattern per kind (Plotly's pattern shapes); "" is the one solid fill. Light fills get a dark
+# pattern (PATTERN_INK), dark ones a light one.
+PATTERNS = {"accepted": "", "rejected": "/", "unverified": "x", "recovered": "-", "bonus": ".", "carryover": "|",
+            "committed": "+"}
+PATTERN_INK = {"unverified": "rgba(0,0,0,0.45)", "carryover": "rgba(0,0,0,0.45)"}
+
+
+def pattern(kind: str, size: int = 8, solidity: float = 0.3) -> dict:
+    """The marker pattern of `kind` for a Plotly bar ({} for the solid kinds)."""
+    shape = PATTERNS.get(kind, "")
+    if not shape:
+        return {}
+    return {"shape": shape, "fillmode": "overlay", "fgcolor": PATTERN_INK.get(kind, "rgba(255,255,255,0.6)"),
+            "size": size, "solidity": solidity}
+
 
 TEXT_ON = {                    # readable text colour on each fill
     "accepted": "#FFFFFF",

@@ -1,6 +1,8 @@
-"""Token text made visible: spaces, newlines and tabs shown as glyphs, long tokens shortened."""
+"""Token text made visible: spaces, newlines and tabs shown as glyphs, long tokens shortened; a token as a chip."""
 
 from __future__ import annotations
+
+from html import escape
 
 _GLYPHS = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
 
@@ -35,3 +37,10 @@ def formatted(value: float | None, fmt: str) -> str:
 def number(value: float | None, digits: int = 3) -> str:
     """A probability or ratio with a fixed number of digits; None -> '–'."""
     return "\u2013" if value is None else f"{value:.{digits}f}"
+
+
+def chip(text: str, kind: str, title: str | None = None) -> str:
+    """A token as an HTML chip of its kind (accepted, rejected, recovered, bonus, carryover, ...): a boxed,
+    patterned cell (assets/specviz.css), so a token that looks like punctuation (‘:’) still reads as a token."""
+    tip = f" title='{escape(title)}'" if title else ""
+    return f"<span class='sv-tok sv-{kind}'{tip}>{escape(visible(text))}</span>"

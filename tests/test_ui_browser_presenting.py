@@ -1,12 +1,16 @@
-"""Presenting (issue #17), measured in Debian's chromium: desktop (1400 px), large text (the header's
-"Large text (projector)" toggle) and a phone (390 px), on every tab.
+"""Presenting (issues #17 and #27), measured in Debian's chromium: desktop (1400 px), a projector (1280 x 720
+with the header's "Large text (projector)" toggle) and a phone (390 x 844), on every tab.
 
-On each tab it checks what a projector or a phone shows: nothing wider than the screen, the figures
-before the controls on a phone, no chart title, subtitle, legend entry or panel label running past its
-chart or under Plotly's tool bar, the step table's verdict column in sight, and no text cut off by a box
-that does not scroll. Every check first waits for the exact figure state (each chart drawn with its
-traces and fitted to its box; the large fonts after the toggle), never for time.
-Screenshots land in test-artifacts/presenting-<tab>-<mode>.png for a person to look at.
+On each tab it checks what a projector or a phone shows: nothing wider than the screen; on a projector
+nothing that scrolls sideways either (the step tables, cards and controls fit the width) and no slider label
+that wraps; on a phone
+Models, the prompt, k and Run on the first screen of the Run tab, and the figures before the controls on
+the other tabs; no chart title, subtitle, legend entry or panel label running past its chart (sideways or
+above and below it) or under Plotly's tool bar, the step table's verdict column in sight, and no text cut
+off by a box that does not scroll. Every check first waits for the exact figure state (each chart drawn
+with its traces and fitted to its box; the large fonts after the toggle), never for time. A planted-bug
+test puts the old layout back (Run under the figures, titles without their room, unwrapped step tables) and
+watches each check fail. Screenshots land in test-artifacts/presenting-<tab>-<mode>.png for a person to look at.
 """
 
 from __future__ import annotations
@@ -15,17 +19,22 @@ import json
 
 import pytest
 
+from engine.background_load import LoadStatus
+from engine.formats.trace import Trace
 from fakes import FakeRunner
+from specviz.assets import ASSETS_DIR, SAMPLED_TRACE, load_demo_trace
+from specviz.run.step_detail import step_detail_html
 from sweep_factory import make_sweep
+from tree_factory import make_tree_trace
 from test_ui_browser import ARTIFACTS, WAIT_MS
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
 
-MODES = {"desktop": (1400, 900, False), "large": (1400, 900, True), "phone": (390, 844, False)}
+MODES = {"desktop": (1400, 900, False), "projector": (1280, 720, True), "phone": (390, 844, False)}
 LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
 TABS = {                             # tab -> (a figure the tab draws, or None; figures, controls on a phone)
-    "Run": ("#sv-timeline", [("#sv-views", "#sv-controls")]),
+    "Run": ("#sv-timeline", [("#sv-views", "#sv-controls")]),   # a phone: Run first instead (FIRST_SCREEN)
     "Race": (None, [("#sv-race-view", "#sv-race-controls")]),
     "Explore": ("#sv-heat-speedup", [("#sv-sweep-views", "#sv-sweep-controls"),
                                      ("#sv-compare-tokens", "#sv-compare-controls")]),
@@ -59,6 +68,8 @@ PROBLEMS_JS = """() => {
             const t = box(text);
             if (t.left < svg.left - 1 || t.right > svg.right + 1)
                 problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" is cut off`);
+            if (t.top < svg.top - 1 || t.bottom > svg.bottom + 1)
+                problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" is clipped above or below the chart`);
             for (const bar of [...plot.querySelectorAll('.modebar')].filter(shown))
                 if (meets(box(bar), t)) problems.push(`${name(plot)}: the tool bar covers "${text.textContent}"`);
         }
@@ -88,12 +99,26 @@ PROBLEMS_JS = """() => {
     return problems;
 }"""
 ORDER_JS = """(selectors) => selectors.map(s => document.querySelector(s).getBoundingClientRect().top)"""
+# A projector shows no sideways scrolling: every box holds its content's width (Plotly's own svg aside).
+SIDEWAYS_JS = """() => [...document.querySelectorAll('body *')].filter(e => e.getClientRects().length > 0
+    && !e.closest('svg') && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1
+    && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+    .map(e => `${e.closest('[id^=sv-]')?.id || e.tagName}: ${e.scrollWidth} px of content in a ${e.clientWidth} px box`)"""
+# A projector's slider labels stay on one line (they wrapped to two or three in the 300 px controls column).
+WRAPPED_JS = """() => [...document.querySelectorAll('.block .head label [data-testid=block-info]')]
+    .filter(e => e.getClientRects().length > 0 && e.getClientRects().length > 1 || e.getBoundingClientRect().height >
+        1.6 * parseFloat(getComputedStyle(e).fontSize) * 1.3).map(e => e.innerText)"""
+# What a phone's first screen of the Run tab holds: the controls to start a run, each whole.
+FIRST_SCREEN = ("#sv-preset", "#sv-prompt", "#sv-k", "#sv-run")
+BOXES_JS = """(selectors) => selectors.map(s => { const r = document.querySelector(s).getBoundingClientRect();
+    return [r.top, r.bottom]; })"""
 
 
 @pytest.fixture(scope="module")
 def app():
-    """The page as app.py serves it, with the recorded trace, race, sweep and lab runs from assets/."""
-    demo, url = serve(FakeRunner())
+    """The page as app.py serves it, with the recorded trace, race, sweep and lab runs from assets/, and the
+    status line of a server whose default pair has loaded (it takes a line of the phone's first screen)."""
+    demo, url = serve(FakeRunner(status=LoadStatus("qwen-coder", "ready", 1.0, "", 9.0)))
     yield url
     demo.close()
 
@@ -137,39 +162,94 @@ def test_every_tab_fits_and_clips_nothing(browser, app, mode):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_mode(browser, app, mode)
     problems: list[str] = []
-    for tab, (_, pairs) in TABS.items():
-        show_tab(page, tab, mode)
-        hover_every_chart(page)
-        problems += [f"{tab}, {mode}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
-        bars = page.evaluate("() => [...document.querySelectorAll('.modebar')].filter(b => b.getClientRects()"
-                             ".length > 0).length")
-        if mode == "phone" and bars:
-            problems.append(f"{tab}, phone: {bars} Plotly tool bars are shown")
-        if mode != "phone" and TABS[tab][0] is not None and not bars:
-            problems.append(f"{tab}, {mode}: no tool bar after hovering (the overlap check saw none)")
-        for figures, controls in pairs if mode == "phone" else []:
-            figures_y, controls_y = page.evaluate(ORDER_JS, [figures, controls])
-            if not figures_y < controls_y:
-                problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
+    for tab in TABS:
+        problems += tab_problems(page, tab, mode)
         page.screenshot(path=str(ARTIFACTS / f"presenting-{tab.lower()}-{mode}.png"), full_page=True)
     page.close()
     assert not problems, "\n".join(problems)
 
 
-def test_the_step_table_scrolls_in_large_text_and_keeps_its_verdicts(browser, app):  # noqa: F811
-    page = open_mode(browser, app, "large")
-    show_tab(page, "Run", "large")
-    wrap = page.locator("#sv-detail .sv-table-wrap").first
-    scroll, client = wrap.evaluate("w => [w.scrollWidth, w.clientWidth]")
-    assert scroll > client                       # the table is wider than its box in large text: it scrolls ...
-    wrap.evaluate("w => { w.scrollLeft = 0; }")
-    inside = """w => { const b = w.getBoundingClientRect();
-        return [...w.querySelectorAll('.sv-verdict')].every(c => { const r = c.getBoundingClientRect();
-            return r.left >= b.left - 1 && r.right <= b.right + 1; }); }"""
-    assert wrap.evaluate(inside)                 # ... and the verdict column stays in sight at either end
-    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
-    assert wrap.evaluate(inside)
+def tab_problems(page, tab: str, mode: str) -> list[str]:
+    """Open `tab` and say what a projector or a phone would get wrong there (see the module docstring)."""
+    show_tab(page, tab, mode)
+    hover_every_chart(page)
+    problems = [f"{tab}, {mode}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+    bars = page.evaluate("() => [...document.querySelectorAll('.modebar')].filter(b => b.getClientRects()"
+                         ".length > 0).length")
+    if mode == "phone" and bars:
+        problems.append(f"{tab}, phone: {bars} Plotly tool bars are shown")
+    if mode != "phone" and TABS[tab][0] is not None and not bars:
+        problems.append(f"{tab}, {mode}: no tool bar after hovering (the overlap check saw none)")
+    for figures, controls in TABS[tab][1] if mode == "phone" and tab != "Run" else []:
+        figures_y, controls_y = page.evaluate(ORDER_JS, [figures, controls])
+        if not figures_y < controls_y:
+            problems.append(f"{tab}, phone: {figures} ({figures_y:.0f}) comes after {controls} ({controls_y:.0f})")
+    if mode == "projector":
+        problems += [f"{tab}, projector: {what} (scrolls sideways)" for what in page.evaluate(SIDEWAYS_JS)]
+        problems += [f"{tab}, projector: the slider label {label!r} wraps" for label in page.evaluate(WRAPPED_JS)]
+    if mode == "phone" and tab == "Run":
+        page.evaluate("window.scrollTo(0, 0)")
+        height = MODES[mode][1]
+        for selector, (top, bottom) in zip(FIRST_SCREEN, page.evaluate(BOXES_JS, list(FIRST_SCREEN))):
+            if top < 0 or bottom > height:
+                problems.append(f"Run, phone: {selector} is at {top:.0f}-{bottom:.0f} px, not on the first "
+                                f"{height} px screen")
+    return problems
+
+
+# The planted bugs: issue #27's presenting problems put back, one per check.
+UNDONE_PHONE = ("@media (max-width: 700px) { html body #sv-main #sv-controls { display: flex !important; "
+                "order: 30 !important; } }")
+UNDONE_PROJECTOR = ("body.sv-large .sv-table td, body.sv-large .sv-table th { white-space: nowrap !important; }"
+                    "body.sv-large .sv-col-top { display: table-cell !important; }"
+                    "body.sv-large .block .head { flex-wrap: nowrap !important; }"
+                    "body.sv-large .block .head > label { flex: 0 1 auto !important; }")
+
+
+def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch):  # noqa: F811
+    """Run's controls back under the figures on a phone, multi-line titles without their room, the step table's
+    cells unwrapped on a projector: each check fails."""
+    monkeypatch.setattr("specviz.figures.common.title_pad", lambda title, style: 8)
+    phone = open_mode(browser, app, "phone")
+    phone.add_style_tag(content=UNDONE_PHONE)
+    phone.locator("#sv-recorded label").nth(1).click()            # charts redrawn without the title room
+    phone.wait_for_function("() => document.querySelector('#sv-status').innerText.includes('sampling')")
+    problems = tab_problems(phone, "Run", "phone")
+    phone.close()
+    assert any("#sv-run is at" in problem for problem in problems)
+    assert any("is clipped above or below the chart" in problem for problem in problems)
+    projector = open_mode(browser, app, "projector")
+    projector.add_style_tag(content=UNDONE_PROJECTOR)
+    problems = tab_problems(projector, "Run", "projector")
+    projector.close()
+    assert any("sv-detail" in problem and "scrolls sideways" in problem for problem in problems)
+    assert any("the slider label 'k (draft tokens per step)' wraps" in problem for problem in problems)
+
+
+def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F811
+    """Every step of the bundled greedy, sampled and tree runs and of a sampled tree, as its step panel, in
+    the Run tab's detail box at projector size: the draft-vs-target (or the tree walk's) table is no wider
+    than its box, so nothing scrolls sideways."""
+    page = open_mode(browser, app, "projector")
+    show_tab(page, "Run", "projector")
+    traces = [load_demo_trace().choices[0][1], dict(load_demo_trace().choices)[SAMPLED_TRACE],
+              Trace.load(ASSETS_DIR / "traces" / "lab-T.json"), make_tree_trace(sampling=True)]
+    wide = []
+    for trace in traces:
+        for step in trace.steps:
+            table, box = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
+            if table > box + 1:
+                wide.append(f"{trace.config.temperature:g} step {step.index}: {table} px in {box} px")
+    page.screenshot(path=str(ARTIFACTS / "presenting-projector-tree-walk.png"), full_page=True)
     page.close()
+    assert not wide, f"{len(wide)} step tables wider than their boxes: {wide[:3]}"
+
+
+# The Run tab's detail box showing `html`: the widest table's width and the box's.
+SHOW_JS = """(html) => { const holder = document.querySelector('#sv-detail .sv-detail').parentElement;
+    holder.innerHTML = html;
+    const wraps = [...holder.querySelectorAll('.sv-table-wrap')];
+    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth))]; }"""
 
 
 TICKED_JS = """(selector) => [...document.querySelectorAll(`${selector} label`)]

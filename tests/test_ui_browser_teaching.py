@@ -2,7 +2,7 @@
 recorded runs (greedy and sampled) are offered on the first screen; each step's detail states
 the record's cache arithmetic; the output outlines the selected step's tokens; at a sampled
 rejection the residual is drawn with the recovered token marked; token kinds differ by pattern
-as well as colour. Every wait is for the exact page state asserted, never for time.
+as well as colour; every tab names each quantity (r, α, τ) with one name and one tooltip. Every wait is for the exact page state asserted, never for time.
 Screenshots (desktop, large text, phone) land in test-artifacts/ for a person to look at.
 """
 
@@ -12,11 +12,13 @@ import pytest
 
 from fakes import FakeRunner
 from specviz.assets import DEMO_TRACE, SAMPLED_TRACE, load_demo_trace
+from specviz.quantities import QUANTITIES
 from test_ui_browser import ARTIFACTS, CELLS_JS, open_page
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
 
+BY_KEY = {quantity.key: quantity for quantity in QUANTITIES}
 DETAIL_JS = "() => document.querySelector('#sv-detail').innerText"
 SELECTED_JS = """() => Array.from(document.querySelectorAll('#sv-output .sv-out.sv-selected[title]'))
     .map(span => span.title.split(':')[0])"""
@@ -94,7 +96,7 @@ def test_the_first_screen_offers_greedy_and_sampled_and_every_step_explains_itse
     position = rejection.rejected_at
     ratio, draw = rejection.accept_prob[position], rejection.draws[position]
     assert f"u = {draw:.3f} ≥ {ratio:.3f}: reject" in detail
-    assert "◀ drawn: the recovered token" in detail and "norm(max(0, p − q))" in detail
+    assert "◀ drawn here" in detail and "norm(max(0, p − q))" in detail
     assert cut_sentence(rejection) in detail
     page.locator("#sv-detail .sv-residual").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "teaching-sampled-rejection-desktop.png"), full_page=True)
@@ -120,3 +122,25 @@ def test_large_text_and_phone_screens_keep_the_explanations(browser, bundled_app
     assert cut_sentence(greedy.steps[0]) in phone.evaluate(DETAIL_JS)
     phone.screenshot(path=str(ARTIFACTS / "teaching-phone.png"), full_page=True)
     phone.close()
+
+
+QUANTITIES_JS = """() => [...document.querySelectorAll('[data-quantity]')].filter(e => e.getClientRects().length > 0)
+    .map(e => [e.dataset.quantity, e.title, e.querySelector('.sv-card-label')?.innerText ?? e.innerText])"""
+
+
+def test_every_tab_names_each_quantity_with_one_name_and_one_tooltip(browser, bundled_app):
+    """The Run, Explore and Lab tabs as a student hovers them: each quantity shown has its one tooltip."""
+    page = open_page(browser, bundled_app, width=1400, height=1000)
+    seen: dict[str, dict[str, set[str]]] = {}
+    for tab, ready in (("Run", "#sv-metrics .sv-card"), ("Explore", "#sv-multiply-note"),
+                       ("Lab", "#sv-lab-verdict .sv-card")):
+        page.get_by_role("tab", name=tab, exact=True).click()
+        page.wait_for_selector(ready, state="visible")
+        for key, title, label in page.evaluate(QUANTITIES_JS):
+            seen.setdefault(key, {}).setdefault(title, set()).add(tab)
+            assert label.strip() in (BY_KEY[key].label, BY_KEY[key].symbol), f"{tab}: {key} is named {label!r}"
+    page.close()
+    assert {key: set().union(*tabs.values()) for key, tabs in seen.items()}["tokens_per_step"] == {"Run", "Explore",
+                                                                                                    "Lab"}
+    for key, titles in seen.items():
+        assert list(titles) == [BY_KEY[key].tip], f"{key} has {len(titles)} tooltips: {titles}"

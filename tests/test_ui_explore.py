@@ -19,6 +19,7 @@ from engine.formats.sweep_format import RunResult
 from engine.formats.sweep_reader import SweepTable
 from engine.formats.trace import TextTokens, Trace
 from fakes import FakeRunner
+from specviz.assets import ASSETS_DIR, load_recorded_sweep
 from specviz.explore.compare import Comparison, CompareHandlers, CompareViews, Side, comparison_table, compare_views
 from specviz.explore.handlers import ExploreHandlers, SweepControls, parse_seeds
 from specviz.explore.views import ExploreViews
@@ -166,10 +167,14 @@ def test_the_download_is_the_bytes_the_command_line_writes(tmp_path):
     assert paths[1].read_bytes() == stem.with_suffix(".csv").read_bytes()
 
 
-def test_select_temperature_redraws_theory_and_positions():
+def test_select_temperature_redraws_theory_the_gap_and_positions():
     table = SweepTable.from_dict(make_sweep())
-    theory, positions = ExploreHandlers(FakeRunner()).select_temperature(table, 0.7, False, None)
+    theory, gap, words, positions = ExploreHandlers(FakeRunner()).select_temperature(table, 0.7, False, None)
     assert theory.layout.title.subtitle.text.startswith("T = 0.7") and positions.data
+    assert not gap.data and "did not record the costs" in gap.layout.annotations[0].text   # no runs, no costs
+    recorded = load_recorded_sweep(ASSETS_DIR).table                                      # the default pair's sweep
+    theory, gap, words, positions = ExploreHandlers(FakeRunner()).select_temperature(recorded, 0.7, False, None)
+    assert gap.layout.title.subtitle.text.startswith("T = 0.7") and "At T = 0.7" in words
 
 
 # --- comparison -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from engine.records import Token
 from engine.formats.trace import Trace
 from specviz.figures.kv_cache import OFFSET, kv_cache_figure
 from specviz.figures.timeline import timeline_figure
-from engine.metrics import expected_histogram, truncated_geometric, verified_acceptance
+from engine.metrics import expected_histogram, truncated_geometric
 from specviz.style import COLORS, LABELS, FigureStyle
 from trace_factory import V1_FIXTURE, html_trace, make_trace, with_stale
 
@@ -161,8 +161,8 @@ def test_histogram_and_geometric_model():
     trace = make_trace([4, 1, 0, 2, 4, 4])
     fig = histogram_figure(trace)
     assert list(by_meta(fig, "measured").y) == pytest.approx([1 / 6, 1 / 6, 1 / 6, 0, 3 / 6])
-    alpha = verified_acceptance(trace.steps)
-    assert alpha == pytest.approx(15 / (15 + 3))
+    alpha = trace.summary.estimated_alpha                # the one α: Σ min(p, q) over the drafted positions
+    assert alpha == pytest.approx(0.7)
     model = list(by_meta(fig, "model").y)
     assert model == pytest.approx(truncated_geometric(alpha, 4))
     assert sum(model) == pytest.approx(1.0)
@@ -217,16 +217,19 @@ def test_token_kinds_differ_by_pattern_as_well_as_colour():
     assert COLORS["accepted"] == "#009E73" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
 
 
-def test_acceptance_figures_name_tokens_per_step_and_explain_a():
+def test_acceptance_figures_name_tokens_per_step_and_use_the_one_alpha():
     trace = make_trace([4, 1, 0, 2])
     per_step = per_step_figure(trace)
     running = by_meta(per_step, "running")
-    assert running.name.startswith("tokens per step") and "accepted + 1" in running.name
-    assert "mean acceptance length" in running.hovertemplate
-    assert "a = accepted / checked drafts" in position_figure(trace).layout.title.subtitle.text
+    assert running.name.startswith("tokens per step τ") and "accepted + 1" in running.name
+    assert "mean acceptance length" in running.hovertemplate and "τ = %{y:.2f}" in running.hovertemplate
+    position = position_figure(trace)
+    assert "expected acceptance α = Σ min(p, q)" in position.layout.title.subtitle.text
+    assert by_meta(position, "model").name == "model: the same α = 0.70 at every position"
     histogram = histogram_figure(trace).layout.title
     assert histogram.text == "<b>Drafts accepted per step: histogram</b>"
-    assert "the chance that the target accepts a draft it checks" in histogram.subtitle.text
+    assert "each draft accepted with chance α" in histogram.subtitle.text
+    assert "a = " not in str(per_step_figure(trace).to_dict()) + str(position.to_dict())   # one letter per quantity
 
 
 def test_every_hatched_mark_keeps_its_colour():

@@ -8,6 +8,7 @@ from html import escape, unescape
 from engine.metrics import BaselineStats
 from engine.records import CacheLengths
 from engine.config import Exactness, SpecConfig
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
 from specviz.run.handlers import Handlers
 from specviz.run.output_view import metrics_html, output_html
 from specviz.run.step_detail import cache_sentence, find_step, step_detail_html
@@ -53,7 +54,7 @@ def test_step_detail_shows_p_q_ratio_draw_and_residual_at_a_sampled_rejection():
     assert "u = 0.433 ≥ 0.333: reject" in html and "min(1, p/q) = 0.333" in html
     assert "✗ rejected" in html and "– unverified" in html
     assert "residual" in html and "norm(max(0, p − q))" in html and "0.550" in html
-    assert "◀ drawn: the recovered token" in html and "the residual's most likely one (0.550)" in html
+    assert "the residual's most likely one (0.550)" in html      # the sum chart: tests/test_ui_residual.py
     assert "1 − Σ min(p, q) = 1 − 0.700 = 0.300" in html
     assert "target cache 16 → 21 → 18<" in html and "so 3 positions are cut: k − accepted = 4 − 1 = 3." in html
     assert "draft cache 15 → 20 → 18<" in html
@@ -94,9 +95,13 @@ def test_output_html_marks_origins_and_escapes():
     assert "sv-selected' title='step 0" not in selected
     assert "incomplete" not in html
     assert "incomplete" in output_html(make_trace([1], complete=False))
-    assert f"Prompt ({len(trace.prompt.token_ids)} tokens: the text below inside the model's chat template" in html
+    generated = sum(step.num_emitted for step in trace.steps)      # the output is named, the prompt comes after it
+    assert f"Generated output ({generated} tokens, each marked by where it came from)" in html
+    assert (f"The prompt: the input, not generated ({len(trace.prompt.token_ids)} tokens, counted inside the "
+            "model's chat template)") in html
+    assert html.index("Generated output") < html.index("class='sv-text'") < html.index("The prompt: the input")
     raw = dataclasses.replace(trace, config=trace.config.replace(raw=True))
-    assert f"Prompt ({len(trace.prompt.token_ids)} tokens)" in output_html(raw)
+    assert f"The prompt: the input, not generated ({len(trace.prompt.token_ids)} tokens)" in output_html(raw)
 
 
 def test_metrics_without_and_with_baseline():
@@ -104,12 +109,12 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "predicted speedup" in html and "α = 0.70, the share of all drafted positions, checked or not" in html
-    assert "c = 0.30" in html and "the measured share of checked drafts accepted" in html   # a and α named apart
-    sampled = metrics_html(make_trace([4, 1, 0, 2], sampling=True))
-    assert "α = Σₓ min(p(x), q(x)) = 0.70, the chance a draft is accepted expected" in sampled
-    assert ">tokens per step<" in html and "mean accepted length" not in html
-    assert "vLLM calls this the mean acceptance length" in html and "accepted drafts + 1" in html
+    assert "predicted speedup" in html and "expected acceptance α = Σ min(p, q) = 0.70" in html
+    assert "c = 0.30" in html and "a = " not in html                    # one acceptance letter: α (issue #27)
+    assert "at α = 0.70 the i.i.d. model expects E = " in html
+    assert ">acceptance rate r<" in html and ">tokens per step τ<" in html and "mean accepted length" not in html
+    assert escape(TOKENS_PER_STEP.tip, quote=True) in html and escape(ACCEPTANCE_RATE.tip, quote=True) in html
+    assert "vLLM&#x27;s mean acceptance length" in html and "accepted drafts + 1" in html
     assert "speedup vs target-only" not in html and "(checked)" not in html
     assert "exact up to float rounding at near ties</span>" in html and escape(Exactness.UP_TO_ROUNDING.note) in html
     same = make_trace([4, 1], baseline=BaselineStats(tokens_per_s=10.0, identical=True, wall_s=1.0))

@@ -122,7 +122,8 @@ def test_every_stage_says_why_its_acceptance_is_what_it_is():
     rates = {key: lab.traces[key].summary.acceptance_rate for key in "ABCD"}
     for key in "ABCD":
         verdict = render_lab(lab, key, "").verdict
-        assert f"Acceptance {100 * rates[key]:.1f}%" in verdict
+        assert f"Acceptance rate r = {100 * rates[key]:.1f}%" in verdict
+        assert "problem C" not in render_lab(lab, key, "").explanation      # a name the page never explains
     if rates["B"] < rates["A"]:                     # B below A: the text says why, with A's number
         verdict = render_lab(lab, "B", "").verdict
         assert f"below stage A ({100 * rates['A']:.1f}%)" in verdict and "different text" in verdict

@@ -38,8 +38,9 @@ def stage_of(key: str):
 
 def table_cells(html: str) -> dict[str, tuple[str, str]]:
     """Row label -> (chain, tree) cell texts of the comparison table."""
-    rows = re.findall(r"<tr><th>([^<]+)<br><small>[^<]*</small></th><td>([^<]*)</td><td>([^<]*)</td></tr>", html)
-    return {label: (chain, tree) for label, chain, tree in rows}
+    rows = re.findall(r"<tr><th>((?:(?!</th>).)*?)<br><small>[^<]*</small></th><td>([^<]*)</td><td>([^<]*)</td></tr>",
+                      html)
+    return {re.sub(r"<[^>]+>", "", label): (chain, tree) for label, chain, tree in rows}
 
 
 def wrong_cells(lab: LabSet) -> list[str]:
@@ -49,7 +50,7 @@ def wrong_cells(lab: LabSet) -> list[str]:
     for column, trace in ((0, lab.traces[REFERENCE]), (1, lab.traces["T"])):
         summary = trace.summary
         reads = statistics.fmean(s.kv_target.after_forward - s.kv_target.before for s in trace.steps[1:])
-        expected = {"tokens per target forward": f"{summary.mean_accepted_length:.2f}",
+        expected = {"tokens per step τ": f"{summary.mean_accepted_length:.2f}",
                     "target forwards": str(len(trace.steps)), "speed": f"{summary.tokens_per_s:.1f} tok/s",
                     "tokens a verify forward reads": f"{reads:.1f}"}
         wrong += [f"{label}[{column}]" for label, value in expected.items() if cells[label][column] != value]

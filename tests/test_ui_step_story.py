@@ -247,7 +247,17 @@ def test_the_bundled_sampled_trace_teaches_sampling_beside_the_greedy_one():
         assert recovered.kind == "recovered" and step.residual
         assert recovered.id in [alt.id for alt in step.residual]
         page = html.unescape(step_detail_html(sampled, step.index))
-        assert "◀ drawn: the recovered token" in page and f"at d{step.rejected_at + 1}" in page
+        assert "◀ drawn here" in page and f"at d{step.rejected_at + 1}" in page
+        assert "Why drawing from the residual keeps the output's law p" in page
+        position = step.rejected_at             # the recorded numbers add up: min(p, q) + (1 − Σ min) · residual = p
+        p_of = {alt.id: alt.prob for alt in step.target[position].top}
+        q_of = {alt.id: alt.prob for alt in step.draft[position].top}
+        rest = 1 - step.overlap[position]
+        residual = {alt.id: alt.prob for alt in step.residual}
+        assert recovered.id in p_of and recovered.id in q_of
+        total = min(p_of[recovered.id], q_of[recovered.id]) + rest * residual[recovered.id]
+        assert total == pytest.approx(p_of[recovered.id], abs=0.01)
+        assert f"= {total:.3f}; p = {p_of[recovered.id]:.3f}" in page
 
 
 def check_tree_draft(trace: Trace, step: StepRecord, sentences: list[str]) -> None:

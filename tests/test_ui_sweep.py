@@ -88,7 +88,8 @@ def test_theory_uses_the_mean_alpha_and_cost_at_that_temperature_and_says_so():
     measured = by_meta(fig, "measured.speedup")
     assert list(measured.x) == list(KS) and list(measured.y) == [c["speedup"] for c in document["cells"][:6]]
     subtitle = fig.layout.title.subtitle.text
-    assert f"a = {alpha:.2f}" in subtitle and "c = 0.25" in subtitle and "bonus" in subtitle
+    assert f"expected acceptance α = Σₓ min(p(x), q(x)) = {alpha:.2f}" in subtitle and "c = 0.25" in subtitle
+    assert "bonus" in subtitle and "a = " not in subtitle
 
 
 def test_theory_without_an_alpha_estimate_draws_measurements_only():
@@ -97,7 +98,7 @@ def test_theory_without_an_alpha_estimate_draws_measurements_only():
         cell["estimated_alpha"] = None                                      # an n-gram drafter has no q
     fig = theory_figure(SweepTable.from_dict(document), 0.7)
     assert not [t for t in fig.data if str(t.meta).startswith("model")]
-    assert "no estimate of a" in fig.layout.title.subtitle.text
+    assert "no expected acceptance α" in fig.layout.title.subtitle.text
     assert len(by_meta(fig, "measured.length").x) == len(KS)
 
 

@@ -1,9 +1,10 @@
 """The token-tree views of the Run tab (issue #19) on hand-built tree steps: what the tree figure
 draws equals what the step's TreeRecord says, the captions say what happened, the KV chart words
-the gather, the timeline counts nodes, and the Run controls ask for a tree and refuse bad values.
+the gather (drawn row by row, from -> to, under the tree; every node tagged with its id), the timeline
+counts nodes, and the Run controls ask for a tree and refuse bad values.
 
-The layout oracle (`check_layout`) is written from the record alone; a planted bug in the figure's
-sibling ranking shows that it can fail.
+The layout and gather oracles are written from the record alone; planted bugs (the figure's sibling
+ranking, the gather's rows) show that they can fail.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from specviz.figures.tree import CATEGORIES, CELL_WIDTH, is_tree_trace, step_tre
 from specviz.run.views import render
 from specviz.style import COLORS, FigureStyle
 from trace_factory import make_trace
-from tree_factory import FIRST_CHOICES, NOTHING, RESCUE, make_tree_step, make_tree_trace
+from tree_factory import FIRST_CHOICES, NOTHING, RESCUE, SHAPES, make_tree_step, make_tree_trace
 
 
 def cells(fig, category):
@@ -68,7 +69,8 @@ def test_tree_cells_equal_the_record(shape, sampling):
     check_layout(step, fig)
     for verdict in ("accepted", "rejected", "unreached"):
         assert len(cells(fig, verdict)) == sum(n.verdict == verdict for n in step.tree.nodes), verdict
-    assert [trace.meta for trace in fig.data if trace.type == "bar"] == list(CATEGORIES)   # every legend entry
+    assert [trace.meta for trace in fig.data if trace.type == "bar" and not trace.meta.startswith("gather.")] == \
+        list(CATEGORIES)                                                                  # every legend entry
     (path,) = [trace for trace in fig.data if trace.meta == "tree.path"] if step.tree.path else [None]
     if path is not None:                                  # one elbow per accepted node, drawn as the path
         assert list(path.x).count(None) == len(step.tree.path) and path.line.color == COLORS["accepted"]
@@ -95,9 +97,8 @@ def test_caption_says_what_happened_and_what_the_gather_kept():
     assert "9 nodes drafted, depth 4; accepted path of 3 (nodes 0 → 3 → 6), then the recovered token" in caption
     assert ("At depth 2 the draft's first choice was rejected, so a single line of first choices (the top row) would "
             "have accepted 1 token; its second-ranked sibling") in caption and "added 2 accepted tokens" in caption
-    assert ("target cache 29 → 39 → 33: the verify forward appended 10 rows (1 pending + 9 tree nodes); the gather "
-            "kept the 1 pending row and the 3 on the accepted path") in caption
-    assert "removed the 6 off the path" in caption
+    assert ("The KV gather (below) kept the 3 accepted path rows (nodes 0, 3, 6), moved into place after the "
+            "pending row, and cropped the other 6.") in caption
     plain = step_tree_figure(make_tree_step(5, 30, *FIRST_CHOICES)).layout.title.subtitle.text.replace("<br>", " ")
     assert "then the bonus token" in plain and "Every accepted token was the draft's first choice" in plain
     assert tree_text.first_choice_run(step.tree) == 1 and tree_text.first_choice_run(make_tree_step(
@@ -159,7 +160,7 @@ def test_kv_chart_and_timeline_describe_tree_steps():
     trace = make_tree_trace()
     kv = kv_cache_figure(trace)
     (after,) = [t for t in kv.data if t.meta == "target.after_cutoff"]
-    assert "the gather kept the 1 pending row and the 3 on the accepted path" in after.hovertext[1]
+    assert "the gather kept the 1 pending row and the 3 on the accepted path, moved row → row" in after.hovertext[1]
     assert list(after.y) == [step.kv_target.after_cutoff for step in trace.steps]
     assert "gather" in kv.layout.title.subtitle.text
     timeline = timeline_figure(trace)
@@ -189,3 +190,67 @@ def test_run_controls_ask_for_a_tree_and_refuse_bad_values():
         with pytest.raises(ConfigError) as error:
             _controls(**changes).to_request()
         assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def gather_cells(fig, row: str) -> dict[int, tuple[str, int]]:
+    """Node id -> (kind, slot) of the gather panel's cells in one row ('before' or 'after')."""
+    found = {}
+    for trace in fig.data:
+        if trace.type == "bar" and trace.meta.startswith("gather.") and trace.meta.endswith(f".{row}"):
+            kind = trace.meta.split(".")[1]
+            for slot, text in zip(trace.x, trace.text):
+                if kind not in ("cached", "pending"):
+                    found[int(text)] = (kind, slot)
+    return found
+
+
+def check_gather(step: StepRecord, fig) -> None:
+    """Independent of the figure's code: after the verify forward node i sits at row before + pending + i, drawn
+    like its tree cell; after the gather the kept path's nodes sit, in path order, right after the pending rows;
+    an arrow runs from each moved row to its new place; the moves the step panel lists are the same rows."""
+    cache, tree = step.kv_target, step.tree
+    kept = tree.path[:cache.after_cutoff - (cache.after_forward - len(tree.nodes))]
+    first = cache.after_forward - len(tree.nodes)                  # the first node's row
+    before, after = gather_cells(fig, "before"), gather_cells(fig, "after")
+    assert sorted(before) == [node.id for node in tree.nodes]
+    assert all(before[node.id][0] == node.verdict for node in tree.nodes)
+    slots = {node_id: slot for node_id, (_, slot) in before.items()}
+    assert sorted(after) == sorted(kept)
+    for place, node_id in enumerate(kept):
+        assert after[node_id] == ("accepted", slots[0] + place)    # row first + place
+    ticks = dict(zip(fig.layout.xaxis2.tickvals, fig.layout.xaxis2.ticktext))
+    assert all(ticks[slots[node.id]] == str(first + node.id) for node in tree.nodes)
+    arrows = [(a.ax, a.x) for a in fig.layout.annotations if a.showarrow]
+    moved = [(slots[node_id], slots[0] + place) for place, node_id in enumerate(kept) if node_id != place]
+    assert sorted(arrows) == sorted(moved)
+    assert tree_text.gather_moves(cache, step) == [(node_id, first + node_id, first + place)
+                                                   for place, node_id in enumerate(kept)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["rescue", "first-choices", "nothing"])
+def test_the_gather_is_drawn_row_by_row_from_to(shape):
+    step = make_tree_step(3, 40, *shape)
+    check_gather(step, step_tree_figure(step))
+
+
+def test_every_node_carries_its_id_on_the_figure():
+    step = make_tree_step(0, 12, *RESCUE)
+    tags = {(a.x, a.y): a.text for a in step_tree_figure(step).layout.annotations if a.name == "node id"}
+    assert sorted(int(text) for text in tags.values()) == [node.id for node in step.tree.nodes]
+    placed = node_cells(step_tree_figure(step))
+    for (x, y), text in tags.items():                          # each tag sits on its own node's cell
+        depth, row = placed[int(text)]
+        assert abs(x - (depth - CELL_WIDTH / 2)) < 1e-9 and abs(y - (row - 0.39)) < 1e-9
+    phone = step_tree_figure(step, FigureStyle.for_screen(width=390))   # a phone's cells start with the id instead
+    assert not [a for a in phone.layout.annotations if a.name == "node id"]
+    assert all(text.startswith(f"{int(h.split('node ')[1].split(',')[0])}:") for v in ("accepted", "rejected")
+               for _, _, text, h in cells(phone, v))
+
+
+def test_a_planted_gather_bug_is_caught(monkeypatch):
+    """The panel drawn from rows the gather does not keep (each kept node left where the forward wrote it)."""
+    step = make_tree_step(0, 12, *RESCUE)
+    monkeypatch.setattr("specviz.figures.tree_gather.gather_moves",
+                        lambda cache, record: [(n, b, b) for n, b, _ in tree_text.gather_moves(cache, record)])
+    with pytest.raises(AssertionError):
+        test_the_gather_is_drawn_row_by_row_from_to(RESCUE)

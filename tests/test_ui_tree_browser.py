@@ -106,7 +106,12 @@ def test_tree_run_draws_the_tree_step_by_step(browser, gated_app):
     wait_tree_step(page, "n === 1")                                   # step 1's tree ...
     page.wait_for_function(f"({TREE_CELLS_JS})() > 0 && ({TREE_CELLS_JS})() <= {TREE_NODES}")
     caption = page.evaluate("() => document.querySelector('#sv-tree .js-plotly-plot').layout.title.subtitle.text")
-    assert re.search(r"\d+ nodes? drafted, depth \d", caption) and "the gather kept" in caption
+    assert re.search(r"\d+ nodes? drafted, depth \d", caption) and "The KV gather (below)" in caption
+    detail = page.inner_text("#sv-detail")                          # the step panel reads as a tree step (#27)
+    assert detail.startswith("Step 1 ") and "tried by the walk" in detail and "Why the walk stopped there:" in detail
+    tags = page.evaluate("() => document.querySelector('#sv-tree .js-plotly-plot').layout.annotations"
+                         ".filter(a => a.name === 'node id').length")
+    assert tags == page.evaluate(TREE_CELLS_JS)                      # every drawn node carries its id
     page.locator("#sv-tree").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "browser-tree-step1.png"), full_page=True)
     page.click("#sv-next")

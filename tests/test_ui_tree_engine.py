@@ -1,6 +1,6 @@
 """The tree views on real tree runs: app.EngineRunner with the built-in tiny-random pair (seconds).
 
-Every step of a greedy and a sampled tree run is drawn and checked with the layout oracle of
+Every step of a greedy and a sampled tree run is drawn and checked with the layout and gather oracles of
 tests/test_ui_tree.py; the KV chart's words match the step's cache record; an exported tree
 trace uploads back and renders the same tree (issue #19).
 """
@@ -17,7 +17,7 @@ from specviz.figures.tree import step_tree_figure
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.runner import ModelChoice, RunRequest
-from test_ui_tree import cells, check_layout
+from test_ui_tree import cells, check_gather, check_layout
 
 TINY = ModelChoice(preset="tiny-random")
 
@@ -48,7 +48,9 @@ def test_every_step_of_a_real_tree_run_is_drawn_as_recorded(runner, temperature)
         assert extra == [token.kind for token in step.emitted if token.kind != "accepted"]
         caption = fig.layout.title.subtitle.text.replace("<br>", " ")
         assert (f"{len(step.tree.nodes)} nodes drafted" if step.tree.nodes else "No candidates drafted") in caption
-        assert f"removed the {step.kv_target.cutoff} off the path" in caption
+        check_gather(step, fig)                           # the KV gather panel, row by row
+        if step.tree.path:
+            assert f"cropped the other {step.kv_target.cutoff}." in caption
         if temperature:                                   # the draw of the tree rule is in the hover of tried nodes
             tried = [n for n in step.tree.nodes if n.verdict != "unreached"]
             hovers = [h for v in ("accepted", "rejected") for *_, h in cells(fig, v)]

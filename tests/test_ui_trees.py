@@ -102,8 +102,8 @@ def test_the_verdict_names_where_the_verify_cost_stops_paying():
     greedy, hot = budget_verdicts(budget_sweep())
     assert greedy.startswith("At T = 0 the extra verify cost stops paying after 8 nodes: that tree is fastest "
                              "(6.15 tokens/s against the chain's 5.05)")
-    assert "at 16 nodes a verify forward costs 2.35× one target token's and brings 4.05 tokens per target " \
-           "forward (vs 3.85 for the tree of 8 nodes), for 5.25 tokens/s" in greedy
+    assert "at 16 nodes a verify forward costs 2.35× one target token's and brings τ = 4.05 tokens per step " \
+           "(vs 3.85 for the tree of 8 nodes), for 5.25 tokens/s" in greedy
     assert hot.startswith("At T = 0.7 the chain of 5 is fastest (4.55 tokens/s): already at 4 nodes")
     assert "(vs 2.05 for the chain of 5 tokens)" in hot              # not "at 0 nodes"
     rising = budget_verdicts(budget_sweep({0: 3.0, 4: 3.2, 8: 3.4, 16: 3.6, 32: 3.8}))[1]

@@ -34,6 +34,7 @@ class RunPoint:
     tree_nodes: int = 0                         # the node budget (0 = a chain; absent in older files)
     tokens_per_s: float | None = None
     verify_cost: float | None = None            # verify_ms / target_token_ms (None where not recorded)
+    target_token_ms: float | None = None        # one target-only decoding forward, its prefill left out
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def _parse_run(item: Any, where: str) -> RunPoint:
     verify, one_token = rates["verify_ms"], rates["target_token_ms"]
     return RunPoint(temperature=_number(item["temperature"], f"{where}.temperature", optional=False), **whole,
                     mean_accepted_length=rates["mean_accepted_length"],
-                    speedup=ratio(speed, baseline), tokens_per_s=speed, verify_cost=ratio(verify, one_token))
+                    speedup=ratio(speed, baseline), tokens_per_s=speed, verify_cost=ratio(verify, one_token),
+                    target_token_ms=one_token)
 
 
 def _tree_nodes(item: dict[str, Any], where: str) -> int:

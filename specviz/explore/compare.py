@@ -23,6 +23,7 @@ from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE
 from specviz.figures.timeline import timeline_figure
 from specviz.policy import Policy
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, Quantity
 from specviz.recording import record_run
 from specviz.runner import RunRequest, Runner
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
@@ -112,17 +113,17 @@ def comparison_table(comparison: Comparison | None) -> str:
     for label, value, fmt, better in METRICS:
         va = value(a) if a else None
         vb = value(b) if b else None
-        rows.append((label, fmt(va), fmt(vb), _relation(va, vb, better)))
+        rows.append((label.html() if isinstance(label, Quantity) else label, fmt(va), fmt(vb),
+                     _relation(va, vb, better)))
     body = "".join(f"<tr><th>{label}</th><td>{x}</td><td>{y}</td><td class='sv-muted'>{rel}</td></tr>"
                    for label, x, y, rel in rows)
     return (f"<div class='sv-table-wrap'><table class='sv-table sv-compare'><thead><tr><th></th><th>A</th><th>B</th>"
             f"<th>B vs A</th></tr></thead><tbody>{body}</tbody></table></div>{_identity(a, b)}")
 
 
-METRICS = (   # label, value of a trace, format, "higher" | "lower" is better
-    ("acceptance rate", lambda t: t.summary.acceptance_rate, lambda v: percent(v), "higher"),
-    ("tokens per step (bonus included)", lambda t: t.summary.mean_accepted_length, lambda v: formatted(v, "{:.2f}"),
-     "higher"),
+METRICS = (   # label (a named quantity carries its tooltip), value of a trace, format, "higher" | "lower" is better
+    (ACCEPTANCE_RATE, lambda t: t.summary.acceptance_rate, lambda v: percent(v), "higher"),
+    (TOKENS_PER_STEP, lambda t: t.summary.mean_accepted_length, lambda v: formatted(v, "{:.2f}"), "higher"),
     ("tokens / s", lambda t: t.summary.tokens_per_s, lambda v: formatted(v, "{:.1f}"), "higher"),
     ("target forwards", lambda t: t.summary.target_forwards, lambda v: formatted(v, "{:.0f}"), "lower"),
     ("new tokens", lambda t: t.summary.new_tokens, lambda v: formatted(v, "{:.0f}"), ""),

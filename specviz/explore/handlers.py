@@ -159,10 +159,10 @@ class ExploreHandlers(Stoppable):
             updates.close()
 
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
-                           width: float | None) -> tuple[Any, Any]:
-        """The theory overlay and the per-position lines at another temperature."""
+                           width: float | None) -> tuple[Any, Any, Any, Any]:
+        """The theory overlay, the gap's shares and the per-position lines at another temperature."""
         views = render_sweep(table, "", temperature, FigureStyle.for_screen(large, width))
-        return views.theory, views.positions
+        return views.theory, views.gap, views.gap_words, views.positions
 
     def restyle(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
                 status: str) -> Outputs:

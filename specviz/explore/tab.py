@@ -20,15 +20,17 @@ from specviz.explore.trees import trees_section
 from specviz.explore.views import ExploreViews, render_sweep
 from specviz.model_picker import model_picker, picker_changed
 from specviz.policy import Policy
+from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP
 from specviz.runner import Runner
 
 SWEEP_NOTE = ("Each (temperature, prompt, seed) is also decoded once by the target alone, for the speedup. "
               "Stop keeps the finished runs.")
 INTRO = ("<div class='sv-tab-intro'><p>How do the draft length <i>k</i> and the temperature change acceptance "
-         "and speed? Each heatmap cell is the mean over prompts and seeds at one (k, T); the outlined, starred "
-         "cell is the fastest k at that temperature. Below, every run meets the i.i.d. model, where <i>a</i> is the "
-         "chance a draft token is accepted (Σ min(p, q) over the vocabulary): ideal, when verifying k + 1 tokens "
-         "costs one forward, and, when the sweep recorded it, at the verify cost measured on its machine. "
+         f"and speed? Each heatmap cell is the mean over prompts and seeds at one (k, T) of the {ACCEPTANCE_RATE.html()}, "
+         f"the {TOKENS_PER_STEP.html()} and the speedup; the outlined, starred cell is the fastest k at that "
+         f"temperature. Below, every run meets the i.i.d. model at the {ALPHA.html()} = Σ min(p, q): ideal, when "
+         "verifying k + 1 tokens costs one forward, and, when the sweep recorded them, at the draft and verify costs "
+         "measured on its machine, with the gap to it split into its causes. "
          "Then token trees against a chain, and two runs side by side.</p></div>")
 COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where prompt lookup shines
 
@@ -87,7 +89,8 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
         api_visibility="private")
     stop.click(sweeps.stop, inputs=None, outputs=None, show_progress="hidden", concurrency_limit=None,
                api_name="explore_stop", api_visibility="private")
-    v["temperature"].input(sweeps.select_temperature, inputs=styled, outputs=[v["theory"], v["positions"]],
+    v["temperature"].input(sweeps.select_temperature, inputs=styled,
+                           outputs=[v["theory"], v["gap"], v["gap_words"], v["positions"]],
                            show_progress="hidden", concurrency_limit=None, api_name="explore_temperature",
                            api_visibility="private")
     upload.upload(sweeps.upload, inputs=[upload, large, width], outputs=views_out, concurrency_limit=2,
@@ -131,6 +134,8 @@ def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
         v["theory"] = gr.Plot(initial.theory, show_label=False, elem_id="sv-theory", scale=2, min_width=440)
         v["positions"] = gr.Plot(initial.positions, show_label=False, elem_id="sv-sweep-positions", scale=1,
                                  min_width=340)
+    v["gap"] = gr.Plot(initial.gap, show_label=False, elem_id="sv-gap")
+    v["gap_words"] = gr.HTML(initial.gap_words, elem_id="sv-gap-words")
     return v
 
 

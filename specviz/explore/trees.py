@@ -25,8 +25,8 @@ from specviz.uploads import parse_upload
 HEADING = ("<h2 class='sv-section'>Trees vs chain</h2><p class='sv-muted'>A token tree drafts several guesses "
            "per position (the draft's top choices) and the target checks every branch in one forward, so more of "
            "each step survives, but that forward now reads every node instead of k + 1 tokens. On a GPU with room "
-           "to spare that costs almost nothing; on a CPU it costs time. Per node budget: tokens per target forward "
-           "(what the tree buys), tokens/s (what you get), and the verify forward's cost (what it costs).</p>")
+           "to spare that costs almost nothing; on a CPU it costs time. Per node budget: tokens per step τ, one "
+           "target forward each (what the tree buys), tokens/s (what you get), and the verify forward's cost (what it costs).</p>")
 RECORD_HINT = "python -m engine sweep --ks 5 --tree-budgets 0,4,8,16,32"
 
 

@@ -1,4 +1,5 @@
-"""Everything the Explore tab shows for one sweep: heatmaps, theory overlay, per-position lines, a summary."""
+"""Everything the Explore tab shows for one sweep: heatmaps, theory overlay, the gap to the model split into
+shares, per-position lines, a summary (with why τ and the acceptance rate r do not multiply out)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import plotly.graph_objects as go
 
 from engine.config import NGRAM_DRAFTER
 from engine.formats.sweep_reader import SweepTable
-from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
+from specviz.explore.gap import gap_sentence, gap_shares
+from specviz.figures.gap import gap_figure
+from specviz.figures.sweep import heatmap_figure, multiplied, positions_figure, theory_figure
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
 
@@ -26,6 +30,8 @@ class ExploreViews(ComponentFields):
     length: go.Figure
     speedup: go.Figure
     theory: go.Figure
+    gap: go.Figure
+    gap_words: str
     positions: go.Figure
     temperature: Any            # the theory temperature picker: a gr.update of its choices and value
     about: str
@@ -36,15 +42,45 @@ def render_sweep(table: SweepTable | None, status: str, temperature: float | Non
     """All sweep views; `temperature` picks the theory overlay's row (default: greedy, else the lowest)."""
     shown = pick_temperature(table, temperature)
     choices = [(f"{t:g}", t) for t in table.temperatures] if table else []
+    shares = gap_shares(table, shown) if shown is not None else []
     return ExploreViews(
         table=table, status=status,
         acceptance=heatmap_figure(table, "acceptance", style),
         length=heatmap_figure(table, "length", style),
         speedup=heatmap_figure(table, "speedup", style),
         theory=theory_figure(table, shown, style),
+        gap=gap_figure(shares, shown, style),
+        gap_words=gap_html(shares, shown),
         positions=positions_figure(table, shown, style),
         temperature=gr.update(choices=choices, value=shown),
         about=about_html(table))
+
+
+def gap_html(shares: list, temperature: float | None) -> str:
+    """The sentence under the gap chart (empty before any sweep)."""
+    if temperature is None:
+        return ""
+    return f"<div class='sv-note sv-gap-words' id='sv-gap-sentence'>{escape(gap_sentence(shares, temperature))}</div>"
+
+
+def multiply_note(table: SweepTable) -> str:
+    """Why τ is not 1 + k × r, shown on the cell where the two differ most."""
+    worst, gap = None, 0.0
+    for cell in table.cells:
+        product, _ = multiplied(cell)
+        if product is not None and abs(product - cell.mean_accepted_length) > gap:
+            worst, gap = cell, abs(product - cell.mean_accepted_length)
+    if worst is None or gap < 0.005:
+        return ""
+    product, drafts = multiplied(worst)
+    tau, r = TOKENS_PER_STEP.html("τ"), ACCEPTANCE_RATE.html("r")
+    return (f"<div class='sv-multiply' id='sv-multiply-note'>Why {tau} ≠ 1 + k × {r}: at k = {worst.k}, "
+            f"T = {worst.temperature:g}, τ = {worst.mean_accepted_length:.2f} but 1 + {worst.k} × "
+            f"{worst.acceptance_rate:.2f} = {product:.2f}. r counts every drafted token (the unchecked ones after a "
+            "rejection too), so the two would multiply out if every step drafted k; but a step drafts only what the "
+            "run's token budget leaves room for (k = tokens left − 1), so each run's last steps draft fewer: these "
+            f"runs drafted (τ − 1) / r ≈ {drafts:.2f} tokens a step, not {worst.k}. Each cell also averages its "
+            "runs' r and τ apart (hover a τ cell for its numbers).</div>")
 
 
 def pick_temperature(table: SweepTable | None, wanted: float | None) -> float | None:
@@ -76,7 +112,7 @@ def about_html(table: SweepTable | None) -> str:
     prompt_list = "".join(f"<li>{escape(str(p))}</li>" for p in prompts)
     return (f"<div class='sv-about'><div><b>{escape(str(meta.get('preset') or 'custom pair'))}</b>: "
             f"{escape(models)} · {escape(' · '.join(facts))}</div>"
-            f"<div>Fastest k by temperature: {''.join(best)}</div>"
+            f"<div>Fastest k by temperature: {''.join(best)}</div>{multiply_note(table)}"
             + (f"<details class='sv-prompt'><summary>Prompts</summary><ol>{prompt_list}</ol></details>"
                if prompt_list else "") + "</div>")
 

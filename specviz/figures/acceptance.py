@@ -1,9 +1,10 @@
 """Acceptance figures: accepted drafts per step (with tokens per step), acceptance by draft
 position, and how many drafts each step accepted against the i.i.d. (truncated geometric) model.
 
-"Tokens per step" is accepted + 1 per step (the recovered or bonus token included), vLLM's mean
-acceptance length; "a" is the chance that the target accepts a draft it checks, measured as
-accepted / checked (engine.metrics.verified_acceptance), and every figure that shows a says so.
+The quantities keep the names, symbols and definitions of specviz/quantities.py: tokens per step τ
+(accepted + 1 per step, the recovered or bonus token included) and acceptance by position are measured;
+the model lines are the i.i.d. model at the run's expected acceptance α = Σ min(p, q), the same α the
+predicted-speedup card and the Explore tab use (a tree run records no α, so it has no model lines).
 """
 
 from __future__ import annotations
@@ -12,19 +13,25 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
-from engine.metrics import expected_histogram, expected_tokens_per_step, verified_acceptance
+from engine.metrics import expected_histogram, expected_tokens_per_step
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
+from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, hover_tip
 from specviz.style import COLORS, FigureStyle
 from specviz.tokens import percent
 
 PER_STEP_TITLE = "Accepted per step"
 POSITION_TITLE = "Acceptance by position"
 HISTOGRAM_TITLE = "Drafts accepted per step: histogram"
-A_MEASURED = "a = accepted / checked drafts"
-PER_STEP_SUBTITLE = "drafts accepted, and tokens per step<br>(accepted + 1, vLLM's mean acceptance length)"
-POSITION_SUBTITLE = f"P(draft i accepted | it was checked);<br>model line: one {A_MEASURED} for all"
-HISTOGRAM_SUBTITLE = f"vs the i.i.d. model with {A_MEASURED}:<br>the chance that the target accepts a draft it checks"
+A_MODEL = f"{ALPHA.name} {ALPHA.symbol} = Σ min(p, q)"
+PER_STEP_SUBTITLE = f"drafts accepted, and {TOKENS_PER_STEP.label}<br>(accepted + 1, vLLM's mean acceptance length)"
+POSITION_SUBTITLE = f"{BY_POSITION.symbol};<br>model line: one {A_MODEL} for all"
+HISTOGRAM_SUBTITLE = f"vs the i.i.d. model at {A_MODEL}:<br>each draft accepted with chance {ALPHA.symbol}"
+TREE_PER_STEP_SUBTITLE = (f"tree nodes drafted, path tokens accepted, and {TOKENS_PER_STEP.label}<br>"
+                          "(path + 1, one target forward each)")
+TREE_POSITION_SUBTITLE = ("P(the path goes on at depth i | the walk reached depth i);<br>a tree records no α, so no "
+                          "model line")
+TREE_HISTOGRAM_SUBTITLE = "how long each step's accepted path was;<br>a tree records no α, so no i.i.d. model"
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 2}
 
 
@@ -39,26 +46,30 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     steps = [step.index for step in trace.steps]
     emitted = list(accumulate(step.num_emitted for step in trace.steps))
     running = [total / count for count, total in enumerate(emitted, start=1)]
+    tree = trace.config.is_tree          # a tree step drafts nodes and accepts a path
+    drafted = [len(step.tree.nodes) if step.tree is not None else step.k for step in trace.steps]
     traces = [
-        {"type": "bar", "x": steps, "y": [step.k for step in trace.steps], "name": "drafted (k)", "meta": "drafted",
-         "marker": {"color": "rgba(0,0,0,0.08)", "line": {"width": 0}},
-         "hovertemplate": "step %{x}: %{y} drafted<extra></extra>"},
-        {"type": "bar", "x": steps, "y": [step.num_accepted for step in trace.steps], "name": "accepted",
-         "meta": "accepted", "marker": {"color": COLORS["accepted"]},
-         "hovertemplate": "step %{x}: %{y} accepted<extra></extra>"},
-        {"type": "scatter", "x": steps, "y": running, "name": "tokens per step, mean so far (accepted + 1)",
+        {"type": "bar", "x": steps, "y": drafted, "name": "tree nodes drafted" if tree else "drafted (k)",
+         "meta": "drafted", "marker": {"color": "rgba(0,0,0,0.08)", "line": {"width": 0}},
+         "hovertemplate": "step %{x}: %{y} " + ("tree nodes drafted" if tree else "drafted") + "<extra></extra>"},
+        {"type": "bar", "x": steps, "y": [step.num_accepted for step in trace.steps],
+         "name": "path tokens accepted" if tree else "accepted", "meta": "accepted",
+         "marker": {"color": COLORS["accepted"]},
+         "hovertemplate": "step %{x}: %{y} " + ("path tokens accepted" if tree else "accepted") + "<extra></extra>"},
+        {"type": "scatter", "x": steps, "y": running, "name": f"{TOKENS_PER_STEP.label}, mean so far (accepted + 1)",
          "meta": "running", "mode": "lines", "line": {"color": COLORS["recovered"], "width": 3},
-         "hovertemplate": "after step %{x}: %{y:.2f} tokens per step (accepted + 1, one target forward each; "
-                          "vLLM's mean acceptance length)<extra></extra>"},
+         "hovertemplate": f"after step %{{x}}: {TOKENS_PER_STEP.symbol} = %{{y:.2f}}<br>"
+                          f"{hover_tip(TOKENS_PER_STEP)}<extra></extra>"},
     ]
-    alpha = verified_acceptance(trace.steps)
+    alpha = trace.summary.estimated_alpha
     if alpha is not None:
         k = max(step.k for step in trace.steps)
         expected = expected_tokens_per_step(alpha, k)
         traces.append({"type": "scatter", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [expected, expected],
                        "mode": "lines", "meta": "model", "line": MODEL_LINE, "hoverinfo": "skip",
-                       "name": f"model: {expected:.2f} tokens per step if each draft is accepted with a = {alpha:.2f}"})
-    return make_figure(traces, PER_STEP_TITLE, PER_STEP_SUBTITLE, style, _height(style),
+                       "name": f"model: E = {expected:.2f} tokens per step at {ALPHA.symbol} = {alpha:.2f}"})
+    subtitle = TREE_PER_STEP_SUBTITLE if tree else PER_STEP_SUBTITLE
+    return make_figure(traces, PER_STEP_TITLE, subtitle, style, _height(style),
                        barmode="overlay", bargap=0.15, xaxis={"title": {"text": "step"}},
                        yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
 
@@ -69,21 +80,23 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     if summary is None or not summary.per_position_acceptance:
         return empty_figure(POSITION_TITLE, "No drafts verified yet.", style)
     reached = _reached_counts(trace)
-    labels = [f"d{i}" for i in range(1, len(reached) + 1)]
+    tree = trace.config.is_tree          # a tree's main line: the path, then the child refused where it stopped
+    labels = [f"{'depth ' if tree else 'd'}{i}" for i in range(1, len(reached) + 1)]
     traces = [{
         "type": "bar", "x": labels, "y": [rate if rate is not None else 0.0 for rate in summary.per_position_acceptance],
-        "name": "acceptance rate", "meta": "per_position", "marker": {"color": COLORS["accepted"]},
+        "name": BY_POSITION.name, "meta": "per_position", "marker": {"color": COLORS["accepted"]},
         "text": [f"{percent(rate, 0)}<br>of {n}" if rate is not None else "not reached"
                  for rate, n in zip(summary.per_position_acceptance, reached)],
         "textposition": "outside", "cliponaxis": False, "customdata": reached,
-        "hovertemplate": "%{x}: %{y:.1%} accepted of %{customdata} times it was verified<extra></extra>"}]
-    alpha = verified_acceptance(trace.steps)
+        "hovertemplate": f"%{{x}}: %{{y:.1%}} accepted of %{{customdata}} times it was checked<br>"
+                         f"{hover_tip(BY_POSITION)}<extra></extra>"}]
+    alpha = summary.estimated_alpha
     if alpha is not None:
         traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
-                       "name": f"model: the same a = {alpha:.2f} at every position", "line": {**MODEL_LINE, "shape": "hvh"},
-                       "hoverinfo": "skip"})
-    return make_figure(traces, POSITION_TITLE, POSITION_SUBTITLE, style, _height(style),
-                       xaxis={"title": {"text": "draft position"}},
+                       "name": f"model: the same {ALPHA.symbol} = {alpha:.2f} at every position",
+                       "line": {**MODEL_LINE, "shape": "hvh"}, "hoverinfo": "skip"})
+    return make_figure(traces, POSITION_TITLE, TREE_POSITION_SUBTITLE if tree else POSITION_SUBTITLE, style,
+                       _height(style), xaxis={"title": {"text": "depth in the tree" if tree else "draft position"}},
                        yaxis={"range": [0, 1.18], "tickformat": ".0%", "title": {"text": "accepted"}})
 
 
@@ -97,15 +110,17 @@ def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) ->
     traces = [{"type": "bar", "x": ns, "y": [count / summary.steps for count in counts], "name": "measured",
                "meta": "measured", "marker": {"color": COLORS["accepted"]}, "customdata": counts,
                "hovertemplate": "%{x} accepted: %{customdata} steps (%{y:.1%})<extra></extra>"}]
-    alpha = verified_acceptance(trace.steps)
+    alpha = summary.estimated_alpha
     if alpha is not None:
         model = expected_histogram(alpha, [step.k for step in trace.steps], len(counts) - 1)
-        traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model aⁿ(1−a), aᵏ at n=k; a = {alpha:.2f}",
+        traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model αⁿ(1−α), αᵏ at n=k; α = {alpha:.2f}",
                        "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
                        "marker": {"size": 10, "symbol": "diamond"},
                        "hovertemplate": "model: P(%{x} accepted) = %{y:.1%}<extra></extra>"})
-    return make_figure(traces, HISTOGRAM_TITLE, HISTOGRAM_SUBTITLE, style, _height(style),
-                       xaxis={"title": {"text": "drafts accepted in the step"}, "dtick": 1},
+    tree = trace.config.is_tree
+    return make_figure(traces, HISTOGRAM_TITLE, TREE_HISTOGRAM_SUBTITLE if tree else HISTOGRAM_SUBTITLE, style,
+                       _height(style), xaxis={"title": {"text": "path length accepted in the step" if tree
+                                                        else "drafts accepted in the step"}, "dtick": 1},
                        yaxis={"title": {"text": "share of steps"}, "tickformat": ".0%", "rangemode": "tozero"})
 
 

@@ -43,7 +43,8 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
         "title": {"text": f"<b>{title}</b>",
                   "subtitle": {"text": subtitle, "font": {"size": style.font_size, "color": "#555555"}},
                   "font": {"size": style.title_size}, "x": 0.0, "xanchor": "left", "xref": "paper",
-                  "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 8}, "automargin": True},
+                  "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": title_pad(title, style)},
+                  "automargin": True},
         "margin": {"l": 60, "r": 16, "t": 24, "b": 60 + LEGEND_ROOM},
         "legend": {"orientation": "h", "x": 0.0, "xanchor": "left", "y": 0.0, "yref": "container",
                    "yanchor": "bottom", "font": {"size": style.font_size}},
@@ -54,6 +55,14 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
         "yaxis": axis(style),
     }
     return go.Figure(data=list(traces), layout=merge(base, layout))
+
+
+def title_pad(title: str, style: FigureStyle) -> int:
+    """The room above a title. Plotly anchors a title of two or more lines (with a subtitle under it) by its
+    bottom, so the lines run up past the top of the figure and are clipped (measured in chromium: about
+    1.25 title sizes a line); the pad moves them back into the figure."""
+    lines = len(LINE_BREAK.split(title))
+    return 8 if lines == 1 else int(lines * 1.25 * style.title_size + 4)
 
 
 def wrap(text: str, chars: int | None) -> str:

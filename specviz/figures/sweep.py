@@ -17,17 +17,20 @@ from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
 from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
+from specviz.quantities import ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, hover_tip
 from specviz.style import COLORS, SERIES, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
 NO_SWEEP = "No sweep yet: press Run sweep, or upload a sweep JSON."
 
-METRICS: dict[str, tuple[str, str, Callable[[SweepCell], float | None], str]] = {
-    # name -> (title, subtitle, value of a cell, cell text format)
-    "acceptance": ("Acceptance rate", "accepted / drafted", lambda c: c.acceptance_rate, "{:.0%}"),
-    "length": ("Tokens per step", "per target forward, bonus incl.", lambda c: c.mean_accepted_length, "{:.2f}"),
-    "speedup": ("Speedup ×", "vs target-only; ★ fastest k", lambda c: c.speedup, "{:.2f}"),
+METRICS: dict[str, tuple[str, str, Callable[[SweepCell], float | None], str, Quantity | None]] = {
+    # name -> (title, subtitle, value of a cell, cell text format, the named quantity it shows)
+    "acceptance": (ACCEPTANCE_RATE.title, "accepted / drafted", lambda c: c.acceptance_rate, "{:.0%}",
+                   ACCEPTANCE_RATE),
+    "length": (TOKENS_PER_STEP.title, "per target forward, bonus incl.", lambda c: c.mean_accepted_length,
+               "{:.2f}", TOKENS_PER_STEP),
+    "speedup": ("Speedup ×", "vs target-only; ★ fastest k", lambda c: c.speedup, "{:.2f}", None),
 }
 SCALES = {
     "acceptance": [[0.0, "#FFFFFF"], [1.0, COLORS["accepted"]]],
@@ -38,7 +41,7 @@ SCALES = {
 
 def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = FigureStyle()) -> go.Figure:
     """`metric` ("acceptance", "length" or "speedup") over k (x) x temperature (y); missing cells stay blank."""
-    title, subtitle, value, text_format = METRICS[metric]
+    title, subtitle, value, text_format, quantity = METRICS[metric]
     if table is None or not table.cells:
         return empty_figure(title, NO_SWEEP, style)
     ks, temperatures = table.ks, table.temperatures
@@ -61,7 +64,13 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         "texttemplate": "%{text}", "textfont": {"size": min(style.cell_font_size, 14)}, "meta": metric,
         "name": title,
         "customdata": [[[k, t] for k in ks] for t in temperatures], "xgap": 2, "ygap": 2, "showscale": False,
-        "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}<extra></extra>", **scale}
+        "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}"
+                         + (f"<br>{hover_tip(quantity)}" if quantity is not None else "") + "<extra></extra>", **scale}
+    if metric == "length":       # τ beside 1 + k × r: why the two do not multiply out (multiply_note)
+        heatmap["customdata"] = [[[k, t, *multiplied(table.cell(k, t))] for k in ks] for t in temperatures]
+        heatmap["hovertemplate"] = ("k = %{customdata[0]}, T = %{customdata[1]}: τ = %{text}<br>1 + k × r = "
+                                    "%{customdata[2]:.2f}; the runs drafted (τ − 1) / r ≈ %{customdata[3]:.2f} tokens a "
+                                    f"step, not k<br>{hover_tip(TOKENS_PER_STEP)}<extra></extra>")
     best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures) if (k := table.best_k(t)) is not None]
     marks = {"type": "scatter", "mode": "markers", "meta": "best_k", "name": "★ fastest k at this temperature",
              "x": [column + 0.34 for column, *_ in best], "y": [row + 0.26 for _, row, *_ in best],
@@ -80,10 +89,21 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
 
 
+def multiplied(cell: SweepCell | None) -> tuple[float | None, float | None]:
+    """(1 + k × r, the drafts a step the runs made, (τ − 1) / r): τ = 1 + k × r would hold if every step
+    drafted k, but a step drafts only what the run's token budget leaves room for (k = tokens left − 1),
+    so its last steps draft fewer; and a cell averages its runs' r and τ apart. None where unknown."""
+    if cell is None or cell.acceptance_rate is None or cell.mean_accepted_length is None:
+        return None, None
+    drafts = (cell.mean_accepted_length - 1) / cell.acceptance_rate if cell.acceptance_rate > 0 else None
+    return 1 + cell.k * cell.acceptance_rate, drafts
+
+
 def theory_figure(table: SweepTable | None, temperature: float | None,
                   style: FigureStyle = FigureStyle()) -> go.Figure:
     """Measured tokens/step and speedup vs k at one temperature (each run a small point, the mean a
-    large one), with the i.i.d. model: ideal (verify costs one forward) and at the measured verify cost."""
+    large one), with the i.i.d. model at the temperature's α: ideal (verify costs one forward) and at each
+    k's measured draft and verify costs (specviz/explore/gap.py splits the gap to it)."""
     title = "Measured vs theory"
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
@@ -95,8 +115,10 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
     right = {"xaxis": "x2", "yaxis": "y2"}
     traces: list[dict[str, Any]] = [
         *_spread(table, cells, "length", COLORS["accepted"], left),
-        _points(ks, [c.mean_accepted_length for c in cells], "measured tokens per step (mean)", "measured.length",
-                COLORS["accepted"], "k = %{x}: %{y:.2f} tokens per step (mean of the runs)", left),
+        _points(ks, [c.mean_accepted_length for c in cells], f"measured {TOKENS_PER_STEP.label} (mean)",
+                "measured.length", COLORS["accepted"],
+                f"k = %{{x}}: {TOKENS_PER_STEP.symbol} = %{{y:.2f}} (mean of the runs)<br>{hover_tip(TOKENS_PER_STEP)}",
+                left),
         *_spread(table, cells, "speedup", COLORS["recovered"], right),
         _points(ks, [c.speedup for c in cells], "measured speedup (mean)", "measured.speedup", COLORS["recovered"],
                 "k = %{x}: %{y:.2f}× target-only (mean of the runs)", right),
@@ -105,11 +127,14 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
          "hoverinfo": "skip", **right},
     ]
     verify = [(c.k, c.verify_cost) for c in cells if c.verify_cost is not None]
+    measured_costs = [(c.k, c.draft_cost, c.verify_cost) for c in cells
+                      if c.draft_cost is not None and c.verify_cost is not None]
     if fit is not None:
         traces.insert(2, {"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.length",
                           "y": [expected_tokens_per_step(fit.alpha, k) for k in curve_ks], "line": MODEL_LINE,
-                          "name": "model E = (1 − aᵏ⁺¹)/(1 − a)",
-                          "hovertemplate": "model, k = %{x}: %{y:.2f} tokens per step<extra></extra>", **left})
+                          "name": f"model E = (1 − αᵏ⁺¹)/(1 − α), {ALPHA.symbol} = {fit.alpha:.2f}",
+                          "hovertemplate": f"model, k = %{{x}}: E = %{{y:.2f}} tokens per step<br>{hover_tip(ALPHA)}"
+                                           "<extra></extra>", **left})
         draft = fit.draft_cost if fit.draft_cost is not None else fit.cost_ratio
         if draft is not None:
             traces.append({"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.speedup",
@@ -117,19 +142,21 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
                            "line": {**MODEL_LINE, "color": COLORS["draft"]},
                            "name": "model, ideal: verify of k + 1 tokens = 1 forward",
                            "hovertemplate": "ideal model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
-        if fit.draft_cost is not None and verify:
-            traces.append({"type": "scatter", "mode": "lines+markers", "x": [k for k, _ in verify],
-                           "y": [expected_speedup(fit.alpha, k, fit.draft_cost, v) for k, v in verify],
-                           "customdata": [[k + 1, v] for k, v in verify], "meta": "model.speedup_measured_verify",
+        if measured_costs:
+            traces.append({"type": "scatter", "mode": "lines+markers", "x": [k for k, _, _ in measured_costs],
+                           "y": [expected_speedup(fit.alpha, k, c, v) for k, c, v in measured_costs],
+                           "customdata": [[k + 1, v, c] for k, c, v in measured_costs],
+                           "meta": "model.speedup_measured_verify",
                            "line": {"color": COLORS["committed"], "width": 2.5}, "marker": {"symbol": "diamond",
                                                                                               "size": 9},
-                           "name": "model at the measured verify cost",
-                           "hovertemplate": "k = %{x}: verify of %{customdata[0]} tokens = %{customdata[1]:.2f}× "
-                                            "one token's forward → %{y:.2f}×<extra></extra>", **right})
+                           "name": "model at the measured costs",
+                           "hovertemplate": "k = %{x}: a draft token = %{customdata[2]:.2f}×, verify of "
+                                            "%{customdata[0]} tokens = %{customdata[1]:.2f}× one token's forward → "
+                                            "%{y:.2f}×<extra></extra>", **right})
     cramped = style.narrow or style.font_size > FigureStyle().font_size         # a phone or a projector
     lines = [f"T = {temperature:g} · {_fit_words(fit, len(cells))}",
-             "E counts the bonus token (a = 1: k + 1 per step)" if cramped else
-             "E: tokens per step, the bonus token counted (at a = 1 every step emits k + 1)", _cost_words(fit, verify)]
+             "E counts the bonus token (α = 1: k + 1 per step)" if cramped else
+             "E: tokens per step, the bonus token counted (at α = 1 every step emits k + 1)", _cost_words(fit, verify)]
     subtitle = "<br>".join(line for line in lines if line)
     ticks = {"tickmode": "array", "tickvals": curve_ks, "range": [0.5, max(ks) + 0.5], "zeroline": False}
     # Side by side on a desktop; stacked on a phone or a projector.
@@ -140,7 +167,7 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
         margin={"t": 150 if cramped else 110, "b": 60 + 3 * LEGEND_ROOM // 2},
         xaxis=axis(style, domain=left_x, anchor="y", title={"text": "k"}, **ticks),
         xaxis2=axis(style, domain=right_x, anchor="y2", title={"text": "k"}, **ticks),
-        yaxis={"title": {"text": "tokens per step"}, "rangemode": "tozero", "domain": top_y},
+        yaxis={"title": {"text": TOKENS_PER_STEP.label}, "rangemode": "tozero", "domain": top_y},
         yaxis2=axis(style, anchor="x2", domain=bottom_y, title={"text": "speedup ×"},
                     rangemode="tozero"))
 
@@ -177,7 +204,7 @@ def _cost_words(fit: Any, verify: list[tuple[int, float]]) -> str:
 def positions_figure(table: SweepTable | None, temperature: float | None,
                      style: FigureStyle = FigureStyle()) -> go.Figure:
     """P(draft i accepted | it was checked) by draft position i, one line per k, at one temperature."""
-    title = "Acceptance by position"
+    title = BY_POSITION.name[:1].upper() + BY_POSITION.name[1:]
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
     traces = []
@@ -186,8 +213,9 @@ def positions_figure(table: SweepTable | None, temperature: float | None,
         traces.append({"type": "scatter", "mode": "lines+markers", "x": positions,
                        "y": list(cell.per_position_acceptance), "name": f"k = {cell.k}", "meta": f"k={cell.k}",
                        "line": {"color": SERIES[number % len(SERIES)], "width": 2}, "connectgaps": False,
-                       "hovertemplate": f"k = {cell.k}, d%{{x}}: %{{y:.1%}} accepted<extra></extra>"})
-    return make_figure(traces, title, f"T = {temperature:g} · P(dᵢ accepted | checked)", style,
+                       "hovertemplate": f"k = {cell.k}, d%{{x}}: %{{y:.1%}} accepted<br>{hover_tip(BY_POSITION)}"
+                                        "<extra></extra>"})
+    return make_figure(traces, title, f"T = {temperature:g} · {BY_POSITION.symbol}", style,
                        height=400 + 2 * style.font_size, margin={"t": 90},
                        xaxis={"title": {"text": "draft position i"}, "dtick": 1},
                        yaxis={"title": {"text": "accepted"}, "tickformat": ".0%", "range": [0, 1.05]})
@@ -202,7 +230,6 @@ def _points(ks: list[int], values: list[float | None], name: str, meta: str, col
 
 def _fit_words(fit: Any, num_cells: int) -> str:
     if fit is None:
-        return "no model: the drafter gives no q, so no estimate of a"
-    return (f"a = {fit.alpha:.2f}: the chance a draft token is accepted, Σₓ min(p(x), q(x)), "
-            f"mean over {num_cells} k (above accepted / drafted, which also counts the drafts after a rejection, "
-            "never checked)")
+        return f"no model: these runs recorded no Σ min(p, q), so no {ALPHA.name} {ALPHA.symbol}"
+    return (f"{ALPHA.name} {ALPHA.symbol} = Σₓ min(p(x), q(x)) = {fit.alpha:.2f}, mean over {num_cells} k "
+            f"(above the {ACCEPTANCE_RATE.label}, which also counts the drafts after a rejection, never checked)")

@@ -5,8 +5,8 @@ above them holds the token the target adds itself each step: a *recovered* token
 first rejection (greedy: the target's argmax; sampling: drawn from norm(max(0, p − q))),
 or a *bonus* token after a full accept (greedy: the argmax; sampling: drawn from p). The
 bottom row marks the carryover fed to the draft model before it drafts. Besides its
-Okabe-Ito colour each kind has its own fill pattern (PATTERNS), so colour is never the
-only cue.
+Okabe-Ito colour each kind has its own fill pattern (specviz/style.py PATTERNS), so colour is never
+the only cue.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
 or zoom to see the others.
 """
@@ -23,7 +23,7 @@ from engine.records import StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
 from specviz.run.step_reasons import carryover_sentence
-from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle
+from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle, pattern
 from specviz.tokens import clip, number, short, visible
 
 TITLE = "Token timeline"
@@ -31,7 +31,6 @@ SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the t
 TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first candidate rejected after it,<br>"
                  "and the token the target adds itself (top row); under each step number, its tree's node count (n)")
 CELL_HEIGHT = 0.86
-PATTERNS = {"rejected": "/", "recovered": "-", "bonus": "."}   # fill patterns: kinds differ without colour
 
 
 @dataclass
@@ -145,9 +144,8 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
     if not cells.x:
         cells = _Cells(x=[None], base=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": COLORS[name], "line": {"width": 0}}
-    if name in PATTERNS:     # patterned as well as coloured: colour-blind viewers, greyscale projectors
-        marker["pattern"] = {"shape": PATTERNS[name], "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.5)",
-                             "size": 8, "solidity": 0.25}
+    if pattern(name):        # patterned as well as coloured: colour-blind viewers, greyscale projectors
+        marker["pattern"] = pattern(name)
     return {
         "type": "bar", "name": LABELS[name], "meta": name, "x": cells.x, "y": [CELL_HEIGHT] * len(cells.x),
         "base": cells.base, "text": cells.text, "hovertext": cells.hover, "hovertemplate": "%{hovertext}<extra></extra>",

@@ -1,13 +1,16 @@
 """Draft tree of one step (issue #19): depth left to right, siblings stacked, the accepted path highlighted.
 
-Each candidate token is a cell at its depth; a node's children sit in the rows from its own row
-down, in the draft's ranking, so the top row is the line of the draft's first choices (what a
-chain would draft) and every row below it is a sibling the tree added. Cells say what the target
-did: accepted (solid), rejected (tried and refused: hatched), unreached (never tried: pale, since
-its parent was refused or a sibling before it was accepted). After the path comes the token the
-target adds itself: *recovered* (every child of the stop node was rejected; drawn in its own row
-under them) or *bonus* (the stop node is a leaf). The title's caption says what happened, whether a
-sibling rescued the step, and what the KV gather kept (specviz/figures/tree_text.py).
+Each candidate token is a cell at its depth, tagged with its node id (the ids the step's text
+names); a node's children sit in the rows from its own row down, in the draft's ranking, so the top
+row is the line of the draft's first choices (what a chain would draft) and every row below it is a
+sibling the tree added. Cells say what the target did: accepted (solid), rejected (tried and
+refused: hatched), unreached (never tried: pale, cross-hatched, since its parent was refused or a
+sibling before it was accepted). After the path comes the token the target adds itself: *recovered*
+(every child of the stop node was rejected; drawn in its own row under them) or *bonus* (the stop
+node is a leaf). Under the tree, the KV gather: the target cache's rows before and after it, with an
+arrow from each kept row's place to its new one (specviz/figures/tree_gather.py). The title's caption
+says what happened, whether a sibling rescued the step, and what the gather kept
+(specviz/figures/tree_text.py). Every kind has its own fill pattern (specviz/style.py PATTERNS).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import plotly.graph_objects as go
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
-from specviz.figures.tree_text import (extra_token, gather_sentence, ordinal, ranked_children, rescue_sentence,
-                                       sibling_ranks, stop_node, tree_summary)
+from specviz.figures.tree_gather import gather_panel
+from specviz.figures.tree_text import (extra_token, ordinal, ranked_children, rescue_sentence, sibling_ranks, stop_node,
+                                       tree_summary)
 from specviz.run.step_detail import find_step
-from specviz.style import COLORS, TEXT_ON, FigureStyle
+from specviz.style import COLORS, TEXT_ON, FigureStyle, pattern
 from specviz.tokens import number, short, visible
 
 TITLE = "Draft tree"
@@ -35,10 +39,14 @@ CATEGORIES = ("accepted", "rejected", "unreached", "recovered", "bonus", ROOT)
 NAMES = {"accepted": "accepted (on the path)", "rejected": "rejected (tried, refused)",
          "unreached": "unreached (never tried)", "recovered": "recovered (target's own token)",
          "bonus": "bonus (target, after a leaf)", ROOT: "committed text"}
-FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": "#E4E4E4",
-         "recovered": COLORS["recovered"], "bonus": COLORS["bonus"], ROOT: "#555555"}
+FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": COLORS["unreached"],
+         "recovered": COLORS["recovered"], "bonus": COLORS["bonus"], ROOT: COLORS["committed"]}
 TEXTS = {**TEXT_ON, "unreached": "#555555", ROOT: "#FFFFFF"}
+STYLE_KIND = {"accepted": "accepted", "rejected": "rejected", "unreached": "unverified", "recovered": "recovered",
+              "bonus": "bonus", ROOT: "committed"}             # each cell's pattern: specviz/style.py PATTERNS
 DESKTOP_CHARS = 120         # caption characters per line when the screen's width is unknown
+GATHER_TITLE = ("<b>The KV gather</b>: the target kept the pending row{s} and the accepted path's rows, each moved "
+                "from its row after the verify forward to its row after the gather (arrows); the rest were cropped")
 
 
 @dataclass
@@ -66,7 +74,7 @@ def tree_figure(trace: Trace | None, selected_step: int | None = None, style: Fi
 
 
 def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """The figure for one tree step (see the module docstring)."""
+    """The figure for one tree step (see the module docstring): the tree above, the KV gather below."""
     tree = step.tree
     assert tree is not None, "step_tree_figure needs a tree step"
     extra = extra_token(step)
@@ -77,34 +85,83 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     cells = {name: _Cells() for name in CATEGORIES}
     _add(cells[ROOT], 0, 0, ROOT, _root_hover(step))
     ranks = sibling_ranks(tree)
-    for node in tree.nodes:
-        _add(cells[node.verdict], node.depth, rows[node.id], short(node.token.text, style.cell_chars + 4),
-             _node_hover(step, node, ranks[node.id]))
+    for node in tree.nodes:       # a phone's cells are too small for an id tag: the id opens the cell's text
+        text = (f"{node.id}:{short(node.token.text, style.cell_chars + 3 - len(str(node.id)))}" if style.narrow
+                else short(node.token.text, style.cell_chars + 4))
+        _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
     if extra is not None:
         _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, style.cell_chars + 4),
              _extra_hover(step, extra))
-    traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()]
+    gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
+    traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()] + gather_traces
     count = 1 + max(rows.values())
-    sentences = [tree_summary(step), rescue_sentence(step),
-                 gather_sentence("target", step.kv_target, step) + "."]
+    sentences = [tree_summary(step), rescue_sentence(step), _gather_words(step)]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
                    style.line_chars(style.font_size) or DESKTOP_CHARS)       # counted, to size the top margin
     lines = caption.split("<br>")
     row_px = 30 + 2 * (style.cell_font_size - 12)
     top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
     bottom = 60 + LEGEND_ROOM + (LEGEND_ROOM if style.narrow else 0)   # axis title and legend (more rows on a phone)
+    tree_px = max(count, 2) * row_px + 20
+    panel_title = GATHER_TITLE.format(s="s" * (_pending(step) != 1))
+    title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
+    gap_px = 60 + 3 * style.font_size + int(title_lines * style.font_size * 1.4)   # axis title, the gather's title
+    gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
+    plot_px = tree_px + gap_px + gather_px
+    tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
     return make_figure(
         traces, f"{TITLE}, step {step.index}", caption, style,
-        height=top + bottom + max(count, 2) * row_px + 20, barmode="overlay", dragmode="pan",
+        height=top + bottom + plot_px, barmode="overlay", dragmode="pan",
         hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": 70 if style.narrow else 110},
         xaxis={"tickvals": list(range(depth + 1)),
                "ticktext": ["context", *(f"depth {d}" for d in range(1, depth + 1))],
                "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
-               "title": {"text": "depth: tokens after the committed text"}},
+               "title": {"text": "depth: tokens after the committed text"}, "anchor": "y"},
         yaxis={"tickvals": [0], "ticktext": ["draft's 1st<br>choices"], "range": [count - 0.45, -0.55],
-               "showgrid": False, "zeroline": False, "fixedrange": True},
+               "showgrid": False, "zeroline": False, "fixedrange": True, "domain": [1 - tree_share, 1.0]},
+        xaxis2={"showgrid": False, "zeroline": False, "fixedrange": True, "anchor": "y2",
+                "tickfont": {"size": max(9, style.font_size - 3)}, "title": {"text": "target KV cache row"},
+                **gather_ticks},
+        yaxis2={"tickvals": [1, 0], "ticktext": (["forward", "gather"] if style.narrow
+                                                 else ["after the<br>verify forward", "after the<br>gather"]),
+                "range": [-0.6, 1.6], "showgrid": False, "zeroline": False, "fixedrange": True,
+                "domain": [0.0, gather_share], "anchor": "x2"},
+        annotations=([] if style.narrow else _node_ids(step, rows)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
+
+
+def _pending(step: StepRecord) -> int:
+    cache = step.kv_target
+    return cache.after_forward - cache.before - len(step.tree.nodes)
+
+
+def _gather_words(step: StepRecord) -> str:
+    """The caption's line on the gather (the panel below draws it row by row)."""
+    cache, tree = step.kv_target, step.tree
+    kept = cache.after_cutoff - cache.before - _pending(step)
+    if not tree.nodes:
+        return ""
+    if not kept:
+        return f"The KV gather (below) cropped all {len(tree.nodes)} node rows: no node is on an accepted path."
+    return (f"The KV gather (below) kept the {kept} accepted path row{'s' * (kept != 1)} (node"
+            f"{'s' * (kept != 1)} {', '.join(str(n) for n in tree.path[:kept])}), moved into place after the "
+            f"pending row{'s' * (_pending(step) != 1)}, and cropped the other {cache.cutoff}.")
+
+
+def _panel_title(text: str, gather_share: float, style: FigureStyle) -> dict[str, Any]:
+    return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.0, "xanchor": "left",
+            "y": gather_share, "yanchor": "bottom", "yshift": 12, "align": "left",
+            "font": {"size": style.font_size, "color": "#222222"}}
+
+
+def _node_ids(step: StepRecord, rows: dict[Any, int]) -> list[dict[str, Any]]:
+    """Each node's id in a small white tag at its cell's top-left corner: the ids the text names."""
+    return [{"x": node.depth - CELL_WIDTH / 2, "y": rows[node.id] - CELL_HEIGHT / 2, "xref": "x", "yref": "y",
+             "text": str(node.id), "showarrow": False, "xanchor": "left", "yanchor": "top", "xshift": 1,
+             "yshift": -1, "bgcolor": "#FFFFFF", "bordercolor": "#222222", "borderwidth": 1, "borderpad": 1,
+             "font": {"size": 10, "color": "#222222", "family": "monospace"}, "captureevents": False,
+             "name": "node id"} for node in step.tree.nodes]
 
 
 def _rows(step: StepRecord, extra: EmittedToken | None) -> dict[Any, int]:
@@ -167,12 +224,9 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
     if not cells.x:
         cells = _Cells(x=[None], y=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": FILLS[name], "line": {"width": 0}}
-    if name == "rejected":      # hatched as well as coloured: no colour needed to tell it apart
-        marker["pattern"] = {"shape": "/", "fillmode": "overlay", "fgcolor": "rgba(255,255,255,0.5)", "size": 8,
-                             "solidity": 0.3}
-    elif name == "unreached":   # pale with a dotted grid
-        marker["pattern"] = {"shape": ".", "fillmode": "overlay", "fgcolor": "#AAAAAA", "size": 6, "solidity": 0.2}
-    elif name in ("recovered", "bonus"):
+    if pattern(STYLE_KIND[name]):       # patterned as well as coloured: no colour needed to tell kinds apart
+        marker["pattern"] = pattern(STYLE_KIND[name])
+    if name in ("recovered", "bonus"):
         marker["line"] = {"width": 2, "color": "#222222"}
     return {"type": "bar", "orientation": "h", "name": NAMES[name], "meta": name, "y": cells.y,
             "x": [CELL_WIDTH] * len(cells.x), "base": [None if x is None else x - CELL_WIDTH / 2 for x in cells.x],

@@ -1,8 +1,8 @@
 """Trees vs chain (issue #19): what a token tree buys and costs as its node budget grows.
 
 Three panels over the node budgets of a sweep (`python -m engine sweep --tree-budgets 0,4,8,16,32`),
-the chain of the same depth k first as the reference: tokens per target forward (accepted + 1, the
-bonus or recovered token included), measured tokens/s (target-only decoding as a dotted line) and
+the chain of the same depth k first as the reference: tokens per step τ (one target forward each:
+accepted + 1, the bonus or recovered token included), measured tokens/s (target-only decoding as a dotted line) and
 the verify cost, one verify forward over one target-only token's forward (the sweep's per-run
 `verify_ms / target_token_ms`). One line per temperature through the cells' means; each run is a
 small hollow point beside it. The words (`budget_verdicts`) say where the extra verify cost stops
@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import RunPoint, SweepTable
 from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
+from specviz.quantities import TOKENS_PER_STEP
 from specviz.style import COLORS, SERIES, FigureStyle
 
 TITLE = "Trees vs chain"
@@ -26,8 +27,8 @@ NO_BUDGETS = ("No tree budgets in this sweep: it measured chains only. Record on
               "python -m engine sweep --tree-budgets 0,4,8,16,32 and load it here.")
 PANELS: tuple[tuple[str, str, Callable[[SweepCell], float | None], Callable[[RunPoint], float | None], str], ...] = (
     # (meta, y-axis title, a cell's mean, one run's value, hover format)
-    ("length", "tokens per target forward", lambda c: c.mean_accepted_length, lambda r: r.mean_accepted_length,
-     "{:.2f} tokens per target forward"),
+    ("length", TOKENS_PER_STEP.label, lambda c: c.mean_accepted_length, lambda r: r.mean_accepted_length,
+     f"{TOKENS_PER_STEP.symbol} = {{:.2f}} tokens per step (one target forward each)"),
     ("speed", "tokens/s (measured)", lambda c: c.tokens_per_s, lambda r: r.tokens_per_s, "{:.2f} tokens/s"),
     ("verify", "verify forward ÷ one token's", lambda c: c.verify_cost, lambda r: r.verify_cost,
      "verify forward = {:.2f}× one target token's"),
@@ -185,7 +186,7 @@ def _costs(cell: SweepCell, reference: SweepCell, k: int) -> str:
     cost = ("" if cell.verify_cost is None else
             f" a verify forward costs {cell.verify_cost:.2f}× one target token's and")
     mine, theirs = cell.mean_accepted_length, reference.mean_accepted_length
-    gain = (f" brings {mine:.2f} tokens per target forward (vs {theirs:.2f} for the "
+    gain = (f" brings {TOKENS_PER_STEP.symbol} = {mine:.2f} tokens per step (vs {theirs:.2f} for the "
             f"{budget_label(reference.tree_nodes, k)})"
             if mine is not None and theirs is not None
             else " brings")

@@ -101,9 +101,10 @@ def rescue_sentence(step: StepRecord) -> str:
 
 
 def gather_sentence(model: str, cache: CacheLengths, step: StepRecord) -> str:
-    """'target cache 48 → 65 → 53: the verify forward appended 17 rows (1 pending + 16 tree nodes); the
-    gather kept the 1 pending row and the 4 on the accepted path, gathered into place after them, and
-    removed the 12 off the path' (the draft's rows are not split: its drafter decides what it feeds)."""
+    """'target cache 48 → 65 → 53: the verify forward appended 17 rows (1 pending + 16 tree nodes, node i at
+    row 49 + i); the gather kept the 1 pending row and the 4 on the accepted path, moved row → row: 49 → 49
+    (node 0), 52 → 50 (node 3), ..., and removed the 12 off the path' (gather_moves; the draft's rows are
+    not split: its drafter decides what it feeds)."""
     tree = step.tree
     assert tree is not None, "gather_sentence needs a tree step"
     appended = cache.after_forward - cache.before
@@ -114,13 +115,83 @@ def gather_sentence(model: str, cache: CacheLengths, step: StepRecord) -> str:
                 f"kept {kept} (the pending rows and the accepted nodes it fed) and removed {cache.cutoff} off the path")
     pending = appended - len(tree.nodes)
     fed = f"the {pending}-token prompt" if cache.before == 0 else f"{pending} pending"
-    path = (f"the {len(tree.path)} on the accepted path, gathered into place after them" if tree.path
-            else "none of the nodes")
-    return (f"{lengths}: the verify forward appended {appended} rows ({fed} + {len(tree.nodes)} tree nodes); "
-            f"the gather kept the {pending} pending row{'s' * (pending != 1)} and {path}, and removed the "
-            f"{cache.cutoff} off the path")
+    moves = gather_moves(cache, step)
+    rows = ", ".join(f"{before} → {after} (node {node_id})" for node_id, before, after in moves)
+    path = (f"the {len(moves)} on the accepted path, moved row → row: {rows}" if moves else "none of the nodes")
+    first = cache.before + pending
+    return (f"{lengths}: the verify forward appended {appended} rows ({fed} + {len(tree.nodes)} tree nodes, node i "
+            f"at row {first} + i); the gather kept the {pending} pending row{'s' * (pending != 1)} and {path}, and "
+            f"removed the {cache.cutoff} off the path")
 
 
 def extra_token(step: StepRecord):
     """The token the target added after the path (recovered or bonus), or None when the run ended first."""
     return step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
+
+
+def tree_outcome(step: StepRecord) -> str:
+    """The step panel's headline for a tree step: '16 nodes drafted, 3 tried by the walk, path of 0 accepted'."""
+    tree = step.tree
+    assert tree is not None, "tree_outcome needs a tree step"
+    tried = sum(node.verdict != "unreached" for node in tree.nodes)
+    return (f"tree: {len(tree.nodes)} node{'s' * (len(tree.nodes) != 1)} drafted, {tried} tried by the walk, "
+            f"path of {len(tree.path)} accepted")
+
+
+def walk_order(tree: TreeRecord) -> list[TreeNode]:
+    """The nodes the walk tried, in the order it went: from the root, the children of each node on the path
+    that the target checked, in the draft's ranking. A sampled walk tries children one by one until one is
+    accepted; a greedy one compares every child with the target's argmax at once, so siblings after the
+    accepted one are rejected too. The rest of the tree is unreached."""
+    children = ranked_children(tree)
+    return [child for parent in (None, *tree.path) for child in children.get(parent, [])
+            if child.verdict != "unreached"]
+
+
+def node_name(tree: TreeRecord, node_id: int | None) -> str:
+    """'node 4 ‘def’' (the figure's label), or 'the committed text' for the root."""
+    if node_id is None:
+        return "the committed text"
+    return f"node {node_id} ‘{visible(tree.nodes[node_id].token.text)}’"
+
+
+def stop_reason(step: StepRecord, depth_limit: int, greedy: bool = True) -> str:
+    """Why the walk stopped where it did: every child of the stop node refused (a recovered token), the stop
+    node a leaf (a bonus token: the tree's depth limit, or its children did not make the node budget), or the
+    run ended inside the path. `depth_limit` is the run's k, a tree's maximum depth."""
+    tree = step.tree
+    assert tree is not None, "stop_reason needs a tree step"
+    extra = extra_token(step)
+    stop = stop_node(tree)
+    where = node_name(tree, stop)
+    if extra is None:
+        return (f"The walk accepted a path of {len(tree.path)}, but the run ended inside it (an end-of-sequence "
+                "token or the token limit), so nothing follows.")
+    if extra.kind == "recovered":
+        refused = [child for child in ranked_children(tree).get(stop, [])]
+        names = ", ".join(f"{child.id} ‘{visible(child.token.text)}’" for child in refused)
+        count = f"its {len(refused)} children" if len(refused) != 1 else "its one child"
+        how = ("its argmax there" if greedy
+               else "drawn from what is left of p there once the refused children are removed")
+        return (f"The walk stopped at {where}: {count} ({names}) {'were' if len(refused) != 1 else 'was'} "
+                f"{'each ' if len(refused) != 1 else ''}tried and rejected, so no branch goes on. The target's own "
+                f"token ‘{visible(extra.text)}’ is recovered instead: {how}.")
+    depth = tree.nodes[stop].depth if stop is not None else 0
+    why = (f"the tree is at most k = {depth_limit} deep" if depth >= depth_limit
+           else f"its children scored below the {len(tree.nodes)} candidates the node budget kept")
+    return (f"The walk stopped at {where}, depth {depth}, because it is a leaf: {why}. The same target forward gave "
+            f"p after it, so the target adds the bonus token ‘{visible(extra.text)}’ for free.")
+
+
+def gather_moves(cache: CacheLengths, step: StepRecord) -> list[tuple[int, int, int]]:
+    """The target cache's gather as (node id, row before, row after) for every node it kept: the verify
+    forward wrote the pending tokens' rows after `before`, then node i at row before + pending + i; the
+    gather copies the kept path's rows to the rows right after the pending ones, in path order, and
+    crops the rest (docs/architecture.md §2, "Token trees", step 4). A row that is already in place
+    (before == after) is kept without a copy."""
+    tree = step.tree
+    assert tree is not None, "gather_moves needs a tree step"
+    pending = cache.after_forward - cache.before - len(tree.nodes)
+    first = cache.before + pending
+    kept = cache.after_cutoff - first
+    return [(node_id, first + node_id, first + place) for place, node_id in enumerate(tree.path[:kept])]

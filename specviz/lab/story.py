@@ -12,6 +12,7 @@ from html import escape
 from engine.lab import LAB_STAGES, CachePositions, cache_positions, first_divergence
 from engine.formats.trace import Trace
 from specviz.figures.lab import words
+from specviz.quantities import ACCEPTANCE_RATE
 from specviz.run.step_detail import find_step
 from specviz.tokens import percent
 
@@ -25,7 +26,7 @@ def acceptance_note(key: str, trace: Trace, lab_traces: dict[str, Trace], refere
     counts = cache_positions(trace)
     stale_from = next((step.index for step, (target, _) in zip(trace.steps, counts) if target.stale), None)
     if stale_from is None:
-        text = (f"Acceptance {percent(rate)}: every cache holds exactly the committed text, so each step's drafts "
+        text = (f"{ACCEPTANCE_RATE.title} = {percent(rate)}: every cache holds exactly the committed text, so each step's drafts "
                 "are checked against the text both models really read.")
         if trace.config.draft_temperature >= 0 and correct is not None:
             text += (f" Below D's {percent(correct)} only because sampled guesses hit the target's argmax "
@@ -34,7 +35,7 @@ def acceptance_note(key: str, trace: Trace, lab_traces: dict[str, Trace], refere
     worst = counts[-1][0].stale
     kept = KEPT.get(trace.config.cutoff_mode, "kept")
     versus = f" (D, the correct engine: {percent(correct)})" if correct is not None else ""
-    text = (f"Acceptance {percent(rate)}{versus}: from step {stale_from} on, rejected drafts are {kept} in both "
+    text = (f"{ACCEPTANCE_RATE.title} = {percent(rate)}{versus}: from step {stale_from} on, rejected drafts are {kept} in both "
             f"caches ({worst} stale target positions by the end), so every later token is read against slots that "
             "hold no committed text, at positions past the real end, and the two models agree less.")
     earlier = _stage_before(key, lab_traces)

@@ -19,6 +19,7 @@ from engine.metrics import step_costs
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.quantities import TOKENS_PER_STEP, Quantity
 from specviz.style import FigureStyle
 from specviz.tokens import formatted
 
@@ -53,9 +54,10 @@ def run_facts(trace: Trace) -> RunFacts:
                     summary.baseline.tokens_per_s if summary.baseline is not None else None)
 
 
-ROWS = (   # label, the value's text, what it means
-    ("tokens per target forward", lambda f: formatted(f.tokens_per_forward, "{:.2f}"),
-     "accepted drafts + 1 (the recovered or bonus token), averaged over steps"),
+ROWS = (   # label (a named quantity carries its tooltip), the value's text, what it means
+    (TOKENS_PER_STEP, lambda f: formatted(f.tokens_per_forward, "{:.2f}"),
+     "accepted drafts (a tree's accepted path) + 1 recovered or bonus token, averaged over steps; one target "
+     "forward each"),
     ("target forwards", lambda f: f"{f.target_forwards}", "one per step, for the same new tokens"),
     ("tokens a verify forward reads", lambda f: f"{f.verify_reads:.1f}",
      "pending tokens + the k drafts, or + every tree node (mean, steps after the first: the first also reads the "
@@ -76,7 +78,7 @@ def tree_comparison_html(chain: Trace | None, tree: Trace) -> str:
     head += (f"<th>Tree (stage T)<br><small>up to {tree.config.tree_nodes} nodes, {tree.config.tree_branch} children "
              f"each, at most {tree.config.k} deep</small></th>")
     body = "".join(
-        f"<tr><th>{escape(label)}<br><small>{escape(meaning)}</small></th>"
+        f"<tr><th>{label.html() if isinstance(label, Quantity) else escape(label)}<br><small>{escape(meaning)}</small></th>"
         f"<td>{escape(text(facts['chain'])) if facts['chain'] else '–'}</td>"
         f"<td>{escape(text(facts['tree']))}</td></tr>"
         for label, text, meaning in ROWS)
@@ -94,8 +96,9 @@ def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
     """What the tree bought (tokens per forward, forwards saved) and what it cost (verify and draft time)."""
     if chain is None:
         return "No chain run (stage D) to compare with: run the lab."
-    bought = (f"The tree bought {formatted(tree.tokens_per_forward, '{:.2f}')} tokens per target forward instead of "
-              f"{formatted(chain.tokens_per_forward, '{:.2f}')} ({tree.target_forwards} target forwards instead of "
+    bought = (f"The tree bought {TOKENS_PER_STEP.symbol} = {formatted(tree.tokens_per_forward, '{:.2f}')} tokens per "
+              f"step (one target forward each) instead of {formatted(chain.tokens_per_forward, '{:.2f}')} "
+              f"({tree.target_forwards} target forwards instead of "
               f"{chain.target_forwards} for {tree.new_tokens} tokens)")
     cost = (f"it cost verify forwards reading {tree.verify_reads:.1f} tokens instead of {chain.verify_reads:.1f} "
             f"({formatted(tree.verify_ms, '{:.0f} ms')} instead of {formatted(chain.verify_ms, '{:.0f} ms')}) and "

@@ -24,7 +24,8 @@ from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.lab.story import acceptance_note, step_caches_html
 from specviz.lab.tree_stage import chain_timeline, is_tree_stage, tree_comparison_html
-from specviz.run.output_view import TOKENS_PER_STEP_TIP, metric_card
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
+from specviz.run.output_view import metric_card
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.run.views import Scrubber, scrubber_for, shown_tree
 from specviz.style import FigureStyle
@@ -199,13 +200,12 @@ def verdict_html(key: str, trace: Trace, reference: Trace | None, diff: Differen
     correct = reference.summary if reference is not None else None
     target, draft = cache_positions(trace)[-1]
     cards = [
-        metric_card("acceptance rate", percent(summary.acceptance_rate),
+        metric_card("", percent(summary.acceptance_rate),
                     f"correct engine (D): {percent(correct.acceptance_rate)}" if correct else "",
-                    "accepted drafts / drafts checked"),
-        metric_card("tokens per step",
-                    formatted(summary.mean_accepted_length, "{:.2f}"),
+                    quantity=ACCEPTANCE_RATE),
+        metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
                     f"correct engine (D): {correct.mean_accepted_length:.2f}" if correct and correct.mean_accepted_length
-                    else "", TOKENS_PER_STEP_TIP),
+                    else "", quantity=TOKENS_PER_STEP),
         metric_card("target cache at the end", _positions(target), "stale · missing positions",
                     "stale: kept positions holding no committed text; missing: committed tokens never fed"),
     ]

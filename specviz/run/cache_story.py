@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.records import CacheLengths, StepRecord
+from engine.records import CacheLengths, StepRecord, TreeNode
+from specviz.figures.tree_text import gather_moves
 from specviz.tokens import visible
 
 KIND_WORDS = {"accepted": "accepted draft", "recovered": "recovered token", "bonus": "bonus token"}
@@ -59,8 +60,13 @@ def target_story(step: StepRecord, previous: StepRecord | None, cutoff_mode: str
     sentences = [_before(step, previous, cache, pending, "target"), _target_forward(step, cache, pending, nodes)]
     if nodes is not None:
         kept = nodes - cache.cutoff
-        sentences.append(f"The verify forward appended {nodes} tree nodes; {kept} on the accepted path were kept "
-                         f"(gathered into place), {nodes} − {kept} = {cache.cutoff} removed.")
+        moves = gather_moves(cache, step)
+        rows = "; ".join(f"row {before} → {after} (node {node_id}{', in place' if before == after else ''})"
+                         for node_id, before, after in moves)
+        kept_words = (f"the gather kept the {kept} on the accepted path, moved to the rows right after the pending "
+                      f"one{'s' * (pending != 1)}: {rows}" if moves else "the gather kept none of them (no accepted path)")
+        sentences.append(f"The verify forward appended {nodes} tree nodes, node i at row {cache.before + pending} + i; "
+                         f"{kept_words}; {nodes} − {kept} = {cache.cutoff} removed.")
     else:
         sentences.append(_cut(step, cache, previous, cutoff_mode, step.k - step.num_kept, "k − {kept_word}",
                               f"{step.k} − {step.num_kept}"))
@@ -115,25 +121,58 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
     kept = cache.after_cutoff - cache.before - pending
     sentences = [_before(step, previous, cache, pending, "draft"),
                  f"Drafting fed {_pending_words(cache, pending)}, then the {expanded} tree node{'s' * (expanded != 1)} "
-                 "it expanded, one forward per level (a node is fed only to draft its children, so leaves never "
-                 f"are): {cache.before} + {pending} + {expanded} = {cache.after_forward}."]
-    # Only the path's last node can be unfed: every node before it has an accepted child, so it was expanded.
-    leaf = quoted(tree.nodes[tree.path[-1]].token.text) if len(tree.path) > kept else ""
+                 "it expanded, one forward per level (a node is fed only to draft its children, so the deepest "
+                 f"level never is): {cache.before} + {pending} + {expanded} = {cache.after_forward}."]
+    unfed = unfed_leaf(step)
+    leaf = quoted(unfed.token.text) if unfed is not None else ""
     if expanded == 0:
         sentences.append("Nothing to cut: no node was fed.")
     else:
         on_path = (f"kept the {kept} fed node{'s' * (kept != 1)} on the accepted path (gathered into place) and "
                    f"removed the other {cache.cutoff}" if kept
                    else f"removed all {cache.cutoff} (none is on the accepted path)")
-        never = f"; the accepted {leaf} was never fed (a leaf)" if leaf else ""
+        never = f"; the accepted {leaf} was never fed (nothing was drafted after it)" if leaf else ""
         sentences.append(f"The gather {on_path}: {expanded} − {kept} = {cache.cutoff}{never}.")
     sentences += pointer_words(cache)
-    last = step.emitted[-1] if step.emitted else None
-    if last is not None and last.kind != "accepted" and not ends_run:
-        first = f"the accepted {leaf} and " if leaf else ""
-        sentences.append(f"Next step it is fed {first}the {KIND_WORDS[last.kind]} {quoted(last.text)} first, "
-                         "as carryover.")
+    fed_next = next_carryover(step)
+    if fed_next and not ends_run:
+        sentences.append(f"{fed_next[:1].upper()}{fed_next[1:]} {_are(fed_next)} fed to the draft model first next "
+                         "step, as carryover.")
     return CacheStory(headline("draft", cache), tuple(sentences))
+
+
+def unfed_leaf(step: StepRecord) -> TreeNode | None:
+    """A tree step's accepted node the draft never fed, or None. Only the path's last node can be unfed
+    (every node before it has an accepted child, so it was expanded), and only when the gather kept fewer
+    fed nodes than the path has (a node is fed only to draft its children)."""
+    tree, cache = step.tree, step.kv_draft
+    if tree is None or cache is None or not tree.path:
+        return None
+    pending = step.context_len if cache.before == 0 else len(step.carryover)
+    kept = cache.after_cutoff - cache.before - pending
+    return tree.nodes[tree.path[-1]] if len(tree.path) > kept else None
+
+
+def next_carryover(step: StepRecord, carryover_on: bool = True) -> str:
+    """What the draft model is fed first next step, in the order it is fed: 'd5 “x” and then the bonus
+    token “y”', 'the recovered token “z”' ('' when nothing follows or the drafter has no model). The step
+    detail's Emitted line and the draft cache's story both say it with these words."""
+    last = step.emitted[-1] if step.emitted else None
+    if last is None or last.kind == "accepted" or step.kv_draft is None:
+        return ""
+    own = f"the {KIND_WORDS[last.kind]} {quoted(last.text)}"
+    leaf = unfed_leaf(step)
+    if leaf is not None:
+        return f"the accepted node {leaf.id} {quoted(leaf.token.text)} and then {own}"
+    if step.tree is None and step.k and step.num_kept == step.k and last.kind == "bonus":
+        if not carryover_on:
+            return f"only {own} (this lab mode has no carryover: d{step.k} is skipped)"
+        return f"d{step.k} {quoted(step.draft[-1].text)} and then {own}"
+    return own
+
+
+def _are(phrase: str) -> str:
+    return "are" if " and then " in phrase else "is"
 
 
 def _pending_words(cache: CacheLengths, pending: int) -> str:
@@ -242,17 +281,17 @@ def _removed(cache: CacheLengths, previous: StepRecord | None, model: str, cutof
 
 
 def _draft_next(step: StepRecord, carryover_on: bool, ends_run: str) -> list[str]:
-    last = step.emitted[-1] if step.emitted else None
-    if last is None or ends_run:
+    fed_next = next_carryover(step, carryover_on)
+    if not fed_next or ends_run:
         return []
-    if step.k and step.num_kept == step.k and last.kind == "bonus":
+    sentence = f"{fed_next[:1].upper()}{fed_next[1:]} {_are(fed_next)} fed to the draft model first next step, as carryover"
+    if step.k and step.num_kept == step.k and step.emitted[-1].kind == "bonus":
         if not carryover_on:
             return [f"This lab mode has no carryover: d{step.k} is never fed, so its position stays missing; "
-                    f"only the bonus {quoted(last.text)} is fed next step."]
-        return [f"d{step.k} {quoted(step.draft[-1].text)} and the bonus {quoted(last.text)} are fed next step as "
-                f"carryover, so until then the draft is one position behind the target "
-                f"({step.kv_draft.after_cutoff} vs {step.kv_target.after_cutoff})."]
-    return [f"The {KIND_WORDS[last.kind]} {quoted(last.text)} is fed to the draft next step as carryover."]
+                    f"only the bonus {quoted(step.emitted[-1].text)} is fed next step."]
+        sentence += (f", so until then the draft is one position behind the target "
+                     f"({step.kv_draft.after_cutoff} vs {step.kv_target.after_cutoff})")
+    return [sentence + "."]
 
 
 def _stale_before(previous: StepRecord | None, model: str) -> int | None:

@@ -6,15 +6,16 @@ from html import escape
 
 from engine.config import MAX_K, NGRAM_DRAFTER
 from engine.runtime.kernel_names import describe_kernel
-from engine.metrics import (expected_speedup, expected_tokens_per_step, steady_speedup, verified_acceptance,
+from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
+from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, Quantity
 from specviz.style import LABELS
 from specviz.tokens import formatted, percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
-TOKENS_PER_STEP_TIP = ("Tokens per step = accepted drafts + 1 (the recovered or bonus token the target adds), averaged "
-                       "over steps: the tokens one target forward emits. vLLM calls this the mean acceptance length.")
+PREDICTED_TIP = ("Leviathan et al.'s expected speedup: the tokens a step emits on average, E, over what a step costs in "
+                 "target-only tokens, k draft tokens and one verify forward.")
 
 
 def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
@@ -30,31 +31,26 @@ def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
         for step in trace.steps for token in step.emitted)
     state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
     prompt = escape(trace.prompt.text)
-    wrapped = "" if trace.config.raw else ": the text below inside the model's chat template, when it has one"
-    return (f"<div class='sv-output'><div class='sv-legend'>{legend}{state}</div>"
-            f"<details class='sv-prompt'><summary>Prompt ({len(trace.prompt.token_ids)} tokens{wrapped})</summary>"
-            f"<pre>{prompt}</pre></details>"
-            f"<div class='sv-text'>{spans or '<span class=sv-muted>(no tokens yet)</span>'}</div></div>")
+    wrapped = "" if trace.config.raw else ", counted inside the model's chat template"
+    generated = sum(step.num_emitted for step in trace.steps)
+    return (f"<div class='sv-output'><div class='sv-output-head'>Generated output ({generated} "
+            f"token{'s' * (generated != 1)}, each marked by where it came from)</div>"
+            f"<div class='sv-legend'>{legend}{state}</div>"
+            f"<div class='sv-text'>{spans or '<span class=sv-muted>(no tokens yet)</span>'}</div>"
+            f"<details class='sv-prompt'><summary>The prompt: the input, not generated "
+            f"({len(trace.prompt.token_ids)} tokens{wrapped})</summary><pre>{prompt}</pre></details></div>")
 
 
 def metrics_html(trace: Trace | None) -> str:
-    """Cards: acceptance rate, tokens per step, tokens/s, forwards vs tokens, baseline comparison."""
+    """Cards: acceptance rate r, tokens per step τ, target forwards, speed, predicted and measured speedup.
+    A tree run's cards count nodes (drafted, every one checked; tried by the walk) and path tokens."""
     if trace is None:
         return "<div class='sv-metrics sv-empty'>Metrics appear after the first step.</div>"
     summary = trace.summary
-    config = trace.config
-    alpha = verified_acceptance(trace.steps)
-    max_k = max((step.k for step in trace.steps), default=config.k)
-    model = (f"; with a = {alpha:.2f}, the measured share of checked drafts accepted, the i.i.d. model predicts "
-             f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
-    cards = [
-        metric_card("acceptance rate", percent(summary.acceptance_rate),
-                    f"{summary.accepted} of {summary.drafted} drafted tokens accepted"
-                    + (f" ({percent(alpha)} of those the target checked)" if alpha is not None else "")),
-        metric_card("tokens per step",
-                    formatted(summary.mean_accepted_length, "{:.2f}"),
-                    f"tokens emitted per step (one target forward each): accepted drafts + 1 recovered or bonus "
-                    f"token, so up to k + 1 = {max_k + 1}{model}", TOKENS_PER_STEP_TIP),
+    max_k = max((step.k for step in trace.steps), default=trace.config.k)
+    trees = tree_counts(trace.steps)
+    cards = _tree_cards(trace, trees) if trees is not None else _chain_cards(trace, max_k)
+    cards += [
         metric_card("target forwards", f"{summary.target_forwards}",
                     f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
         metric_card("speed", formatted(summary.tokens_per_s, "{:.1f} tok/s"),
@@ -69,6 +65,45 @@ def metrics_html(trace: Trace | None) -> str:
             f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
 
 
+def _chain_cards(trace: Trace, max_k: int) -> list[str]:
+    """r (accepted / drafted) and τ, with the i.i.d. model's E at this run's α beside τ."""
+    summary = trace.summary
+    alpha = summary.estimated_alpha
+    model = (f"; at {ALPHA.symbol} = {alpha:.2f} the i.i.d. model expects E = "
+             f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
+    cards = [
+        metric_card("", percent(summary.acceptance_rate),
+                    f"{summary.accepted} of {summary.drafted} drafted tokens accepted (drafts after a rejected one "
+                    "count as drafted, never checked)", quantity=ACCEPTANCE_RATE),
+        metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
+                    f"accepted drafts + 1 recovered or bonus token per step, one target forward each, so at most "
+                    f"k + 1 = {max_k + 1}{model}", quantity=TOKENS_PER_STEP),
+    ]
+    if alpha is not None:
+        cards.append(metric_card("", f"{alpha:.2f}",
+                                 "Σ min(p, q) at each drafted position, averaged: the chance a draft is accepted, "
+                                 "expected from the two models' probabilities (the i.i.d. model's parameter)",
+                                 quantity=ALPHA))
+    return cards
+
+
+def _tree_cards(trace: Trace, trees: TreeCounts) -> list[str]:
+    """A tree run counts nodes, not a chain's drafts: drafted (all checked), tried by the walk, accepted."""
+    summary = trace.summary
+    per_step = trees.nodes / trees.steps
+    return [
+        metric_card("tree nodes drafted", f"{per_step:.1f} a step",
+                    f"{trees.nodes} nodes in {trees.steps} steps, every one checked by its step's one target forward; "
+                    f"the walk tried {trees.tried} of them (the walk never reached the others)"),
+        metric_card("", percent(trees.acceptance_rate),
+                    f"{trees.accepted} path tokens accepted of {trees.nodes} nodes drafted "
+                    f"({trees.accepted / trees.steps:.2f} a step)", quantity=ACCEPTANCE_RATE),
+        metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
+                    "the accepted path + 1 recovered or bonus token per step, one target forward each",
+                    quantity=TOKENS_PER_STEP),
+    ]
+
+
 def _predicted_card(trace: Trace, k: int) -> str:
     """Leviathan et al.'s speedup, E / ((k c + 1) v), from this run's α, c and, when a target-only run
     was timed, its measured verify cost v (else v = 1, their assumption), beside the speedup the
@@ -77,43 +112,37 @@ def _predicted_card(trace: Trace, k: int) -> str:
     alpha, c = summary.estimated_alpha, summary.cost_ratio
     v = verify_cost(trace.steps, summary.baseline)
     at_one = expected_speedup(alpha, k, c)
+    terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with {ALPHA.name} α = Σ min(p, q) = "
+             f"{alpha:.2f}, k = {k}, c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
     if v is None and trace.device_costs is not None:
         costs = trace.device_costs
         v = costs.verify_cost(k)
         return metric_card("predicted speedup", f"{at_one / v:.2f}×",
-                           f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with "
-                           f"{_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, c = {c:.2f} (a draft token's time "
-                           f"/ a verify forward's, prefill step left out) and v = {v:.2f}, a verify of k + 1 tokens / "
-                           f"one target token as measured on this {costs.device} when the pair loaded (Leviathan et "
-                           f"al. take v = 1: {at_one:.2f}×). Tick 'compare with target-only' to measure the speedup")
-    terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with "
-             f"{_alpha_words(trace.config.is_greedy, alpha)}, k = {k}, c = {c:.2f} (a draft token's time / a "
-             "verify forward's, prefill step left out)")
+                           f"{terms} and v = {v:.2f}, a verify of k + 1 tokens / one target token as measured on this "
+                           f"{costs.device} when the pair loaded (Leviathan et al. take v = 1: {at_one:.2f}×). Tick "
+                           "'compare with target-only' to measure the speedup", PREDICTED_TIP, wide=True)
     if v is None:
         return metric_card("predicted speedup", f"{at_one:.2f}×",
-                           f"{terms} and v = 1 (their assumption: a verify forward costs one target-only token)")
+                           f"{terms} and v = 1 (their assumption: a verify forward costs one target-only token)",
+                           PREDICTED_TIP, wide=True)
     steady = steady_speedup(trace.steps, summary.baseline)
     later = f"; the steps after the first ran at {steady:.2f}×" if steady is not None else ""
     return metric_card("predicted speedup", f"{at_one / v:.2f}×",
                        f"{terms} and v = {v:.2f}, this run's verify forward of up to k + 1 tokens / one target-only "
                        f"token (Leviathan et al. take v = 1: {at_one:.2f}×){later}. The measured speedup also "
-                       "pays for step 0, which prefills the prompt in both models")
+                       "pays for step 0, which prefills the prompt in both models", PREDICTED_TIP, wide=True)
 
 
-def _alpha_words(greedy: bool, alpha: float) -> str:
-    """α as the predicted-speedup card defines it: expected, over every drafted position (checked or
-    not), so it differs from the measured a of the tokens-per-step card, which counts checked drafts."""
-    if greedy:
-        return (f"α = {alpha:.2f}, the share of all drafted positions, checked or not, where the draft's argmax is "
-                "the target's (greedy's Σₓ min(p(x), q(x)))")
-    return (f"α = Σₓ min(p(x), q(x)) = {alpha:.2f}, the chance a draft is accepted expected from the two "
-            "distributions, averaged over all drafted positions, checked or not")
-
-
-def metric_card(label: str, value: str, note: str, tip: str = "") -> str:
-    """One figure of a run as a card: label, value, a note under it, and a tooltip (`tip`)."""
+def metric_card(label: str, value: str, note: str, tip: str = "", quantity: Quantity | None = None,
+                wide: bool = False) -> str:
+    """One figure of a run as a card: label, value, a note under it, and a tooltip (`tip`). A card that
+    shows a named `quantity` (specviz/quantities.py) takes its label and tooltip from it; a `wide` one (a
+    long note) takes a whole row of the cards' grid."""
+    if quantity is not None:
+        label, tip = quantity.label, quantity.tip
     title = f" title='{escape(tip)}'" if tip else ""
-    return (f"<div class='sv-card'{title}><div class='sv-card-label'>{escape(label)}</div>"
+    marked = f" data-quantity='{quantity.key}'" if quantity is not None else ""
+    return (f"<div class='sv-card{' sv-card-wide' if wide else ''}'{title}{marked}><div class='sv-card-label'>{escape(label)}</div>"
             f"<div class='sv-card-value'>{escape(value)}</div><div class='sv-card-note'>{escape(note)}</div></div>")
 
 

@@ -20,10 +20,12 @@ CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "tree_nodes", "tree_br
 
 
 def choice_label(trace: Trace) -> str:
-    """'greedy (T = 0) · k = 5 · 17 steps' or 'sampled (T = 0.8) · k = 5 · 14 steps'."""
+    """'greedy (T = 0) · k = 5 · 17 steps', 'sampled (T = 0.8) · k = 5 · 14 steps', or for a tree run
+    'greedy (T = 0) · tree of 16 nodes, 5 deep · 9 steps'."""
     config = trace.config
     rule = "greedy (T = 0)" if config.is_greedy else f"sampled (T = {config.temperature:g})"
-    return f"{rule} · k = {config.k} · {len(trace.steps)} steps"
+    shape = f"tree of {config.tree_nodes} nodes, {config.k} deep" if config.is_tree else f"k = {config.k}"
+    return f"{rule} · {shape} · {len(trace.steps)} steps"
 
 
 def status_for(name: str, trace: Trace | None) -> str:

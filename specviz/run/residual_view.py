@@ -1,33 +1,39 @@
-"""A sampled rejection drawn as a small bar chart: the residual norm(max(0, p − q)) the recovered
-token was drawn from, its top tokens with p and q where recorded, the drawn token marked.
+"""A sampled rejection, and why drawing from the residual keeps the output's law p (issue #27).
 
 docs/architecture.md §2 (phase 3): at the first rejection the target draws from the mass the
 draft under-covered, max(0, p − q), renormalised by its total 1 − Σ min(p, q) (the step's
 `overlap` at that position). The rejected draft itself has p < q there, so its residual is 0.
+The chart shows, per token x of the step's top lists, the two ways x comes out at that position:
+as the accepted draft, with chance min(p(x), q(x)), and as the recovered token, with chance
+(1 − Σ min) · residual(x), stacked; the two add up to p(x), which is why sampling is lossless.
+Every number comes from the step's record (p, q and residual top lists, overlap); a token whose
+q or residual the lists lack is left out rather than guessed.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from engine.records import Alternative, StepRecord
-from specviz.tokens import number, visible
+from dataclasses import dataclass
+
+from engine.records import StepRecord
+from specviz.tokens import chip, number, visible
 
 
 def residual_html(step: StepRecord, position: int) -> str:
-    """The rejection at draft `position` (0-based) of a sampled step, with its residual bars."""
+    """The rejection at draft `position` (0-based) of a sampled step, with the chart that proves it lossless."""
     draft, recovered = step.draft[position], step.target[position]
     ratio, draw = step.accept_prob[position], step.draws[position]
     test = ("" if ratio is None or draw is None
-            else f": u = {draw:.3f} ≥ min(1, p/q) = {ratio:.3f}, so the draft is rejected and the step stops")
-    lead = (f"<b>Rejected at d{position + 1}</b> {_code(draft.text)}{escape(test)}. The recovered token "
-            f"{_code(recovered.text)} was drawn from the residual norm(max(0, p − q)): the target's probability "
-            f"where it exceeds the draft's, ")
+            else f" u = {draw:.3f} ≥ min(1, p/q) = {ratio:.3f}, so the draft is rejected and the step stops.")
+    lead = (f"<b>Rejected at d{position + 1}</b>, the draft token {chip(draft.text, 'rejected')}:{escape(test)} The "
+            f"recovered token {chip(recovered.text, 'recovered')} was drawn from the residual norm(max(0, p − q)): the "
+            "target's probability where it exceeds the draft's, ")
     overlap = step.overlap[position] if position < len(step.overlap) else None
     lead += (f"divided by its total 1 − Σ min(p, q) = 1 − {overlap:.3f} = {1 - overlap:.3f}. "
              if overlap is not None and overlap < 1 else "renormalised to sum to 1. ")
-    lead += (f"The rejected {_code(draft.text)} has p = {number(recovered.p)} < q = {number(draft.q)} there, "
-             f"so its residual is 0: it cannot be drawn again.")
+    lead += (f"The rejected {chip(draft.text, 'rejected')} has p = {number(recovered.p)} &lt; q = {number(draft.q)} "
+             "there, so its residual is 0: it cannot be drawn again.")
     if not step.residual:
         return (f"<div class='sv-row sv-residual'>{lead} "
                 f"<span class='sv-muted'>(this trace did not record the residual)</span></div>")
@@ -35,31 +41,92 @@ def residual_html(step: StepRecord, position: int) -> str:
     where = (f"The drawn token is the residual's {_ordinal(rank + 1)}most likely one "
              f"({step.residual[rank].prob:.3f})." if rank is not None
              else f"The drawn token is not among the residual's top {len(step.residual)}: an unlikely draw.")
-    bars = "".join(_bar(alt, alt.id == recovered.id, step, position) for alt in step.residual)
-    return (f"<div class='sv-row sv-residual'>{lead}<div class='sv-residual-chart' role='img' "
-            f"aria-label='residual distribution, top {len(step.residual)} tokens'>"
-            f"<div class='sv-muted'>residual norm(max(0, p − q)) at d{position + 1}, top tokens "
-            f"(p and q where the top lists recorded them)</div>{bars}</div>{escape(where)}</div>")
+    return f"<div class='sv-row sv-residual'>{lead} {escape(where)}{_sum_chart(step, position, overlap)}</div>"
 
 
-def _bar(alt: Alternative, picked: bool, step: StepRecord, position: int) -> str:
-    p = _prob(step.target[position].top, alt.id)
-    q = _prob(step.draft[position].top, alt.id)
-    mark = " <b class='sv-picked-mark'>◀ drawn: the recovered token</b>" if picked else ""
-    return (f"<div class='sv-bar-row{' sv-picked' if picked else ''}'><span class='sv-bar-label'>"
-            f"{_code(alt.text)}</span><span class='sv-bar' style='width:{max(1.0, 60 * alt.prob):.1f}%'></span>"
-            f"<span class='sv-bar-value'>{alt.prob:.3f}</span><span class='sv-muted sv-bar-pq'>p {number(p)} · "
-            f"q {number(q)}</span>{mark}</div>")
+@dataclass(frozen=True)
+class _Share:
+    """One token's two ways out at a sampled rejection's position, from the step's own records."""
+
+    id: int
+    text: str
+    p: float
+    q: float
+    residual: float
+
+    def accepted(self) -> float:
+        """Emitted as the draft: proposed with chance q(x), accepted with min(1, p(x)/q(x))."""
+        return min(self.p, self.q)
+
+    def recovered(self, overlap: float) -> float:
+        """Emitted as the recovered token: a rejection (chance 1 − Σ min(p, q)), then x drawn from the residual."""
+        return (1 - overlap) * self.residual
 
 
-def _prob(top: tuple[Alternative, ...], token_id: int) -> float | None:
-    return next((alt.prob for alt in top if alt.id == token_id), None)
+def _shares(step: StepRecord, position: int) -> list[_Share]:
+    """The tokens at `position` whose p, q and residual the record holds: the target's and the draft's top lists,
+    the draft token and the residual's top list (a token with p ≤ q has residual 0 whether listed or not)."""
+    draft, target = step.draft[position], step.target[position]
+    p = {alt.id: alt.prob for alt in target.top} | ({draft.id: target.p} if target.p is not None else {})
+    q = {alt.id: alt.prob for alt in draft.top} | ({draft.id: draft.q} if draft.q is not None else {})
+    residual = {alt.id: alt.prob for alt in step.residual}
+    texts = {alt.id: alt.text for alt in (*target.top, *draft.top, *step.residual)} | {draft.id: draft.text}
+    shares = []
+    for token_id in dict.fromkeys([*p, *residual]):
+        if token_id not in p or token_id not in q:
+            continue
+        if token_id not in residual and p[token_id] > q[token_id]:
+            continue                                 # a residual too small to be listed: left out, not guessed
+        shares.append(_Share(token_id, texts[token_id], p[token_id], q[token_id], residual.get(token_id, 0.0)))
+    return sorted(shares, key=lambda share: -share.p)
+
+
+def _sum_chart(step: StepRecord, position: int, overlap: float | None) -> str:
+    """Per token, a stacked bar: min(p, q) (emitted as the accepted draft) + (1 − Σ min) · residual (emitted as
+    the recovered token) = p: the output's law is the target's. Numbers in each bar's hover and beside it."""
+    shares = _shares(step, position)
+    if overlap is None or not shares:
+        return ""
+    recovered_id = step.target[position].id
+    rest = 1 - overlap
+    rows = "".join(_sum_row(share, rest, share.id == recovered_id, step.draft[position].id) for share in shares)
+    return (f"<div class='sv-sum-chart' role='img' aria-label='why sampling stays lossless: min(p, q) plus "
+            f"(1 − Σ min) times the residual equals p, per token'><div class='sv-sum-head'><b>Why drawing from the "
+            f"residual keeps the output's law p</b>: at d{position + 1} a token x comes out either as the draft "
+            "(proposed with chance q(x), accepted with min(1, p(x)/q(x)): together min(p(x), q(x))) or, after a "
+            f"rejection (chance 1 − Σ min = {rest:.3f}), as the recovered token drawn from the residual. The two add "
+            "up to p(x) for every token:</div>"
+            "<div class='sv-sum-legend'><span class='sv-sum-part sv-sum-accepted'></span> min(p, q): as the accepted "
+            "draft <span class='sv-sum-part sv-sum-recovered'></span> (1 − Σ min) · residual: as the recovered token "
+            "<span class='sv-sum-p-mark'></span> p, the target's probability</div>"
+            f"{rows}<div class='sv-muted sv-sum-note'>Tokens whose q or residual the record's top lists lack are left "
+            "out; the sums match p up to the stored digits.</div></div>")
+
+
+def _sum_row(share: _Share, rest: float, drawn: bool, draft_id: int) -> str:
+    accepted, recovered = share.accepted(), share.recovered(1 - rest)
+    total = accepted + recovered
+    numbers = (f"{accepted:.3f} + {rest:.3f} × {share.residual:.3f} = {total:.3f}; p = {share.p:.3f}")
+    tip_accepted = (f"{visible(share.text)}: emitted as the accepted draft with chance min(p, q) = "
+                    f"min({share.p:.3f}, {share.q:.3f}) = {accepted:.3f}")
+    tip_recovered = (f"{visible(share.text)}: emitted as the recovered token with chance (1 − Σ min) × residual = "
+                     f"{rest:.3f} × {share.residual:.3f} = {recovered:.3f}")
+    tip_row = f"{visible(share.text)}: {accepted:.3f} + {recovered:.3f} = {total:.3f}, and p = {share.p:.3f}"
+    mark = " <b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""
+    return (f"<div class='sv-sum-row{' sv-picked' if drawn else ''}' title='{escape(tip_row)}'>"
+            f"<span class='sv-bar-label'>{chip(share.text, _kind(share.id, drawn, draft_id))}</span>"
+            f"<span class='sv-sum-bar'><span class='sv-sum-part sv-sum-accepted' style='width:{100 * accepted:.2f}%' "
+            f"title='{escape(tip_accepted)}'></span><span class='sv-sum-part sv-sum-recovered' "
+            f"style='width:{100 * recovered:.2f}%' title='{escape(tip_recovered)}'></span>"
+            f"<span class='sv-sum-p' style='left:{100 * share.p:.2f}%' title='p = {share.p:.3f}'></span></span>"
+            f"<span class='sv-bar-value'>{escape(numbers)}</span>{mark}</div>")
+
+
+def _kind(token_id: int, drawn: bool, draft_id: int) -> str:
+    """A row's chip: the recovered token drawn here, the rejected draft, or any other token (plain)."""
+    return "recovered" if drawn else "rejected" if token_id == draft_id else "plain"
 
 
 def _ordinal(n: int) -> str:
     """'' for 1 (the most likely), '2nd ', '3rd ', '4th ' ..."""
     return "" if n == 1 else {2: "2nd ", 3: "3rd "}.get(n, f"{n}th ")
-
-
-def _code(text: str) -> str:
-    return f"<code class='sv-code'>{escape(visible(text))}</code>"

@@ -13,11 +13,13 @@ from html import escape
 
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.formats.trace import Trace
-from specviz.run.cache_story import CacheStory, draft_story, kept_words, quoted, target_story
+from specviz.figures.tree_text import tree_outcome
+from specviz.run.cache_story import CacheStory, draft_story, kept_words, next_carryover, quoted, target_story
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import budget_note, carryover_sentence, ends_run, greedy_rule, outcome, verdict_reason
+from specviz.run.tree_walk import walk_stop_html, walk_table
 from specviz.style import LABELS
-from specviz.tokens import number, visible
+from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected", "unverified": "– unverified"}
 
@@ -30,11 +32,14 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     position = trace.steps.index(step)
     previous = trace.steps[position - 1] if position else None
     greedy = trace.config.is_greedy
+    if step.tree is not None:              # a tree step reads as one: the walk's nodes, why it stopped
+        middle = [walk_table(step, greedy), walk_stop_html(step, trace.config.k, greedy)]
+    else:
+        middle = [_table(step, greedy), _resolution(step, greedy)]
     parts = [
         _header(trace, step),
         _carryover(step, previous),
-        _table(step, greedy),
-        _resolution(step, greedy),
+        *middle,
         _emitted(trace, step),
         _caches(trace, step, previous),
     ]
@@ -64,7 +69,8 @@ def _header(trace: Trace, step: StepRecord) -> str:
     note = budget_note(trace, step)
     return (f"<div class='sv-detail-head'><span class='sv-step-no'>Step {step.index}"
             f"<span class='sv-of'> (steps {trace.steps[0].index}–{last})</span></span>"
-            f"<span>{escape(outcome(step))} → emitted {step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
+            f"<span>{escape(tree_outcome(step) if step.tree is not None else outcome(step))} → emitted "
+            f"{step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
             f"<span class='sv-muted'>{escape(context)} · {escape(timing_words(step))}{' · EOS' if step.eos else ''}"
             "</span></div>"
             + (f"<div class='sv-row sv-muted sv-k-note'>{escape(note)}</div>" if note else ""))
@@ -95,23 +101,23 @@ def _choice(text: str, unused: bool) -> str:
 def _table(step: StepRecord, greedy: bool) -> str:
     rule = greedy_rule() if greedy else ("sampling: accept d_i if a uniform draw u < min(1, p/q), so always when the "
                                          "target gives the token at least the draft's probability; else reject and stop")
-    sampled_heads = "" if greedy else "<th>min(1, p/q)</th><th>draw u</th>"
+    sampled_heads = "" if greedy else "<th class='sv-col-test'>min(1, p/q)</th><th class='sv-col-test'>draw u</th>"
     head = ("<tr><th>pos</th><th>draft token</th><th>q<br><small>draft prob</small></th>"
             f"<th>p<br><small>target prob</small></th>{sampled_heads}<th class='sv-verdict'>verdict</th><th>why</th>"
-            "<th>target's choice</th><th>draft top</th><th>target top</th></tr>")
+            "<th>target's choice</th><th class='sv-col-top'>draft top</th><th class='sv-col-top'>target top</th></tr>")
     rows = []
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
-        sampled = ("" if greedy else f"<td>{number(step.accept_prob[position])}</td>"
-                                     f"<td>{number(step.draws[position])}</td>")
+        sampled = ("" if greedy else f"<td class='sv-col-test'>{number(step.accept_prob[position])}</td>"
+                                     f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
         rows.append(
             f"<tr class='sv-{verdict}'><td>d{position + 1}</td><td>{_chip(draft.text, verdict)}</td>"
             f"<td>{number(draft.q)}</td><td>{number(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(verdict_reason(step, position, greedy))}</td>"
-            f"{_choice(target.text, verdict == 'unverified')}<td>{_alternatives(draft.top)}</td>"
-            f"<td>{_alternatives(target.top)}</td></tr>")
+            f"{_choice(target.text, verdict == 'unverified')}<td class='sv-col-top'>{_alternatives(draft.top)}</td>"
+            f"<td class='sv-col-top'>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
     if bonus is not None:
         reached = step.num_accepted == step.k
@@ -122,11 +128,12 @@ def _table(step: StepRecord, greedy: bool) -> str:
             place, mark, why = "(no draft: bonus position)", "bonus", f"all drafts accepted: {pick}"
         else:
             place, mark, why = "(not reached)", "", "not reached: a draft was rejected"
-        blanks = "<td></td><td></td>" + ("" if greedy else "<td></td><td></td>")
+        blanks = "<td></td><td></td>" + ("" if greedy else "<td class='sv-col-test'></td><td class='sv-col-test'></td>")
         rows.append(
             f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>{place}</td>"
             f"{blanks}<td class='sv-verdict'>{mark}</td><td class='sv-why'>{escape(why)}</td>"
-            f"{_choice(bonus.text, not reached)}<td></td><td>{_alternatives(bonus.top)}</td></tr>")
+            f"{_choice(bonus.text, not reached)}<td class='sv-col-top'></td>"
+            f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
@@ -139,13 +146,14 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
             how = "its argmax" if greedy else "a token drawn from its distribution p"
             return (f"<div class='sv-row'><b>All {step.k} drafts accepted.</b> The same target forward also gave the "
                     f"distribution after d{step.k}, so the target adds {how} as a bonus token for free: "
-                    f"{_token(bonus.text)}.</div>")
+                    f"{chip(bonus.text, 'bonus')}.</div>")
         return ""
     draft = step.draft[position]
     replacement = step.target[position]
     if greedy:
-        return (f"<div class='sv-row'><b>Rejected at d{position + 1}:</b> the draft proposed {_token(draft.text)} but "
-                f"the target's argmax is {_token(replacement.text)}, which is emitted instead (recovered)"
+        return (f"<div class='sv-row'><b>Rejected at d{position + 1}:</b> the draft proposed "
+                f"{chip(draft.text, 'rejected')} but the target's argmax is {chip(replacement.text, 'recovered')}, "
+                f"which is emitted instead (recovered)"
                 f"{'; the drafts after it are dropped unchecked' if position < step.k - 1 else ''}.</div>")
     return residual_html(step, position)
 
@@ -153,12 +161,14 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
 def _emitted(trace: Trace, step: StepRecord) -> str:
     chips = "".join(_chip(token.text, token.kind) for token in step.emitted)
     end = ends_run(trace, step)
+    fed_next = next_carryover(step, trace.config.carryover)
     if end:
         nxt = f"{end[0].upper()}{end[1:]}."
     elif step.emitted:
         last = step.emitted[-1]
-        nxt = (f"Next step the {last.kind} token {quoted(last.text)} is fed to the target with its verify forward"
-               + (" and to the draft model first, as carryover." if step.kv_draft is not None else "."))
+        target = f"the target is fed {quoted(last.text)} with its verify forward."
+        nxt = (f"Next step {fed_next} {'are' if ' and then ' in fed_next else 'is'} fed to the draft model first, "
+               f"as carryover; {target}" if fed_next else f"Next step {target}")
     else:
         nxt = ""
     return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
@@ -215,7 +225,7 @@ def _rejected(count: int) -> str:
 
 
 def _chip(text: str, kind: str) -> str:
-    return f"<span class='sv-tok sv-{kind}' title='{escape(LABELS.get(kind, kind))}'>{escape(visible(text))}</span>"
+    return chip(text, kind, LABELS.get(kind, kind))
 
 
 def _token(text: str) -> str:

@@ -71,9 +71,15 @@ def ends_run(trace: Trace, step: StepRecord) -> str:
 def budget_note(trace: Trace, step: StepRecord) -> str:
     """Why this step drafted fewer than the configured k ('' when it drafted k)."""
     config = trace.config
+    remaining = config.max_new_tokens - (step.context_len - len(trace.prompt.token_ids))
+    if step.tree is not None:          # a tree's k is its depth limit; the chain fields' k is only its main line
+        limit = min(config.k, remaining - 1)
+        if limit >= config.k:
+            return ""
+        left = f"only {remaining} of the {config.max_new_tokens} new tokens {'was' if remaining == 1 else 'were'} left"
+        return f"The tree was at most {limit} deep this step, not k = {config.k}: {left}, and a step emits at most k + 1."
     if step.k >= config.k and not config.adaptive_k:
         return ""
-    remaining = config.max_new_tokens - (step.context_len - len(trace.prompt.token_ids))
     if step.k == max(0, remaining - 1) and step.k < config.k:
         left = f"only {remaining} of the {config.max_new_tokens} new tokens {'was' if remaining == 1 else 'were'} left"
         return f"k = {step.k} this step, not {config.k}: {left}, and a step emits at most k + 1."
@@ -102,11 +108,17 @@ def carryover_sentence(step: StepRecord, previous: StepRecord | None) -> str:
         return (f"the {count} token{'s' * (count != 1)} committed since the draft model last ran, fed before it drafts.")
     named = []
     for token in tail:
-        if token.kind == "accepted":
+        if token.kind == "accepted" and previous.tree is not None:
+            named.append(f"{quoted(token.text)}, the previous step's last accepted node (the draft feeds a node only "
+                         "to draft its children, and nothing was drafted after this one)")
+        elif token.kind == "accepted":
             named.append(f"{quoted(token.text)}, the previous step's last draft d{previous.k} (accepted, but the "
                          "draft never feeds its own last draft)")
         elif token.kind == "bonus":
             named.append(f"{quoted(token.text)}, the previous step's bonus token")
+        elif previous.tree is not None:
+            named.append(f"{quoted(token.text)}, the token the target recovered where the previous step's walk "
+                         "stopped")
         else:
             named.append(f"{quoted(token.text)}, the token the target chose where the previous step rejected "
                          f"d{previous.num_accepted + 1}")

@@ -35,7 +35,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     with gr.Row(elem_id="sv-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
             controls = _controls(runner, demo_trace, policy)
-            with gr.Row():
+            with gr.Row(elem_id="sv-run-row"):
                 run = gr.Button("Run", variant="primary", elem_id="sv-run")
                 stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
         with gr.Column(scale=3, min_width=320, elem_id="sv-views"):
@@ -108,7 +108,7 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
     if examples:
         gr.Examples([[e.prompt] for e in examples], inputs=[c["prompt"]], example_labels=[e.name for e in examples],
                     cache_examples=False, label="Example prompts", elem_id="sv-examples")
-    with gr.Row():
+    with gr.Row(elem_id="sv-k-row"):
         c["k"] = gr.Slider(1, policy.max_k, value=start.k, step=1, label="k (draft tokens per step)",
                            elem_id="sv-k", min_width=140)
         c["adaptive_k"] = gr.Checkbox(label="adaptive k", value=start.adaptive_k, elem_id="sv-adaptive", min_width=100)

@@ -1,0 +1,74 @@
+"""The quantities every tab shows, each with one name, one symbol and one tooltip (issue #27).
+
+A run has three acceptance-like numbers, easily confused: the measured acceptance rate r, the
+expected acceptance α the i.i.d. model is built on, and the tokens per step τ they lead to. Every
+card, figure title, hover and sentence that shows one of them takes its words from here, so a
+student meets the same name, symbol and definition on the Run, Explore and Lab tabs. Definitions:
+engine/metrics.py (r and τ from the steps, α from the recorded Σ min(p, q)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One quantity: `name` and `symbol` as every tab writes them, `tip` its one definition."""
+
+    key: str
+    name: str
+    symbol: str
+    tip: str
+
+    @property
+    def label(self) -> str:
+        """'acceptance rate r': the name with its symbol, as titles and cards write it."""
+        return f"{self.name} {self.symbol}"
+
+    @property
+    def title(self) -> str:
+        """'Acceptance rate r': the label opening a title or a sentence."""
+        return self.label[:1].upper() + self.label[1:]
+
+    def html(self, text: str | None = None) -> str:
+        """`text` (default: the label) as HTML carrying the quantity's tooltip; tests find every use by
+        its `data-quantity`."""
+        return (f"<span class='sv-quantity' data-quantity='{self.key}' title='{escape(self.tip)}'>"
+                f"{escape(text if text is not None else self.label)}</span>")
+
+
+ACCEPTANCE_RATE = Quantity(
+    "acceptance_rate", "acceptance rate", "r",
+    "Acceptance rate r = accepted drafts / drafted tokens, measured. A draft after a rejected one is never "
+    "checked but still counts as drafted, so r falls as k grows. In a tree run the drafts are the nodes and the "
+    "accepted ones the accepted path.")
+ALPHA = Quantity(
+    "alpha", "expected acceptance", "α",
+    "Expected acceptance α = Σₓ min(p(x), q(x)): the chance that a draft sampled from the draft's law q is "
+    "accepted against the target's p, averaged over the drafted positions (greedy: the share of positions where "
+    "the two argmaxes agree). The i.i.d. model's parameter: a step of k drafts emits E = (1 − α^(k+1)) / (1 − α) "
+    "tokens on average.")
+TOKENS_PER_STEP = Quantity(
+    "tokens_per_step", "tokens per step", "τ",
+    "Tokens per step τ = accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps. "
+    "A step is one target forward, so τ is also the tokens per target forward (vLLM's mean acceptance length); "
+    "at most k + 1.")
+BY_POSITION = Quantity(
+    "by_position", "acceptance by position", "P(dᵢ accepted | checked)",
+    "Acceptance by position = P(dᵢ accepted | checked): of the steps whose i-th draft the target checked (every "
+    "draft before it accepted), the share that accepted it.")
+QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION)
+
+
+def hover_tip(quantity: Quantity, chars: int = 60) -> str:
+    """The tooltip for a Plotly hover: the same words, broken into lines of about `chars` characters."""
+    lines, current = [], ""
+    for word in quantity.tip.split():
+        if current and len(current) + 1 + len(word) > chars:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    return "<br>".join(escape(line, quote=False) for line in [*lines, current])

@@ -1,0 +1,83 @@
+"""The residual's proof on screen (issue #27): at a sampled rejection, per token, the chance of emitting x as the
+accepted draft, min(p(x), q(x)), plus the chance of emitting it as the recovered token, (1 − Σ min) · residual(x),
+is p(x). A step is built from two small distributions over six tokens, so every number is known; the chart's
+bars and sums are checked against them (the oracle), and a planted bug (the residual not scaled by the chance
+of a rejection) is caught.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html import unescape
+
+import pytest
+
+from engine.records import Alternative, DraftToken, TargetToken
+from specviz.run import residual_view
+from specviz.run.residual_view import residual_html
+from trace_factory import make_step
+
+P = [0.50, 0.20, 0.15, 0.10, 0.05, 0.00]          # the target's law at the rejected position
+Q = [0.30, 0.40, 0.05, 0.049, 0.10, 0.101]       # the draft's: it proposed token 1 (q 0.40 > p 0.20)
+TEXTS = ["·is", ":", "·the", "·a", "(", "'"]
+DRAFT, RECOVERED = 1, 0
+
+
+def top(values: list[float], count: int = 5) -> tuple[Alternative, ...]:
+    ranked = sorted(range(len(values)), key=lambda i: -values[i])[:count]
+    return tuple(Alternative(i, TEXTS[i], values[i]) for i in ranked if values[i] > 0)
+
+
+def rejection_step():
+    overlap = sum(min(p, q) for p, q in zip(P, Q))
+    residual = [max(0.0, p - q) / (1 - overlap) for p, q in zip(P, Q)]
+    step = make_step(3, 20, 4, 0, sampling=True)
+    draft = DraftToken(DRAFT, TEXTS[DRAFT], Q[DRAFT], top(Q))
+    target = TargetToken(RECOVERED, TEXTS[RECOVERED], P[DRAFT], top(P))
+    return dataclasses.replace(step, draft=(draft, *step.draft[1:]), target=(target, *step.target[1:]),
+                               accept_prob=(P[DRAFT] / Q[DRAFT], *step.accept_prob[1:]),
+                               draws=(0.7, *step.draws[1:]), residual=top(residual, 3),
+                               overlap=(overlap, *step.overlap[1:])), overlap, residual
+
+
+def rows(html: str) -> dict[str, tuple[float, float, float, float]]:
+    """Token text -> (width of the accepted part, width of the recovered part, the shown sum, the shown p)."""
+    found = {}
+    for row in re.findall(r"<div class='sv-sum-row.*?</div>", unescape(html)):
+        token = re.search(r"class='sv-tok[^']*'>([^<]*)<", row).group(1)
+        accepted, recovered = (float(w) for w in re.findall(r"width:([0-9.]+)%", row))
+        total, p = re.search(r"= ([0-9.]+); p = ([0-9.]+)", row).groups()
+        found[token] = (accepted / 100, recovered / 100, float(total), float(p))
+    return found
+
+
+def test_each_token_s_two_ways_out_add_up_to_p():
+    step, overlap, residual = rejection_step()
+    html = residual_html(step, 0)
+    shown = rows(html)
+    # Token 3's q is not in the draft's top 5 and its residual is not 0: it is left out, not guessed.
+    assert set(shown) == {TEXTS[i] for i in (0, 1, 2, 4)}
+    for i in (0, 1, 2, 4):
+        accepted, recovered, total, p = shown[TEXTS[i]]
+        assert accepted == pytest.approx(min(P[i], Q[i]), abs=1e-4)
+        assert recovered == pytest.approx((1 - overlap) * residual[i], abs=1e-4)
+        assert total == pytest.approx(P[i], abs=1e-3) and p == pytest.approx(P[i], abs=1e-3)
+    assert shown[":"][1] == 0.0                                    # the rejected draft: p < q, residual 0
+    drawn = re.search(r"<div class='sv-sum-row sv-picked'.*?</div>", unescape(html)).group(0)
+    assert "◀ drawn here" in drawn and TEXTS[RECOVERED] in drawn
+    assert f"after a rejection (chance 1 − Σ min = {1 - overlap:.3f})" in unescape(html)
+    assert "left out" in html and "title='·is: emitted as the accepted draft with chance min(p, q)" in unescape(html)
+
+
+def test_punctuation_reads_as_a_token():
+    """'Rejected at d1 :: u = …' read as one word: the draft token is a chip of its own now."""
+    step, _, _ = rejection_step()
+    lead = unescape(residual_html(step, 0)).split(". The recovered")[0]
+    assert "<b>Rejected at d1</b>, the draft token <span class='sv-tok sv-rejected'>:</span>: u = 0.700" in lead
+
+
+def test_a_planted_unscaled_residual_is_caught(monkeypatch):
+    monkeypatch.setattr(residual_view._Share, "recovered", lambda share, overlap: share.residual)
+    with pytest.raises(AssertionError):
+        test_each_token_s_two_ways_out_add_up_to_p()
