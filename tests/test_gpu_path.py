@@ -8,6 +8,7 @@ forward's top-2 logits for the margin, and the trace reader's field paths."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +25,7 @@ from specviz.load_status import device_costs_text, load_status_text
 from specviz.run.output_view import metrics_html
 from specviz.runner import LoadStatus
 
+ROOT = Path(__file__).resolve().parent.parent
 H200_LIKE = DeviceCosts(device="NVIDIA H200", cache="static", graphs=True, target_token_ms=4.0, draft_token_ms=3.0,
                         verify_ms=((1, 4.4), (2, 4.4), (5, 4.4)), capture_s=0.6)
 
@@ -169,3 +171,26 @@ def test_auto_resolves_by_device():
     assert (resolve_cache("auto", "cuda"), resolve_cache("auto", "cpu"), resolve_cache("static", "cpu")) == \
            ("static", "dynamic", "static")
     assert (resolve_target_dtype("auto", "cuda"), resolve_target_dtype("auto", "cpu")) == ("bfloat16", "float32")
+
+
+def test_explore_draws_the_model_at_this_servers_costs_and_says_whether_a_k_pays():
+    """The recorded sweep's α (the default pair on a CPU) at the H200's measured costs: the line is the
+    model E / (k c + v_k) at each k, and the sentence names the best k and its speedup; with a draft
+    that costs 0.95 of a target token no k pays, and Explore names the n-gram drafter."""
+    from engine.formats.sweep_reader import SweepTable
+    from specviz.explore.views import render_sweep
+    saved = json.loads((ROOT / "docs" / "gpu" / "gpu_check-h200.json").read_text())
+    h200 = DeviceCosts.from_dict(saved["costs"]["default"]["graphs"])
+    table = SweepTable.load(ROOT / "assets" / "sweeps" / "qwen-coder.json")
+    alpha = table.theory(0.0).alpha
+    views = render_sweep(table, "", 0.0, device_costs=h200)
+    line = next(trace for trace in views.theory.data if trace.meta == "model.speedup_this_device")
+    assert list(line.y) == pytest.approx([h200.speedup(alpha, k) for k in line.x])
+    k, best = h200.best(alpha)
+    assert f"k = {k}" in views.about and f"{best:.2f}× target-only" in views.about and "NVIDIA H200" in views.about
+    slow = DeviceCosts("NVIDIA H200", "static", True, 4.0, 3.8, h200.verify_ms)
+    assert "no k pays" in render_sweep(table, "", 0.0, device_costs=slow).about
+    assert "n-gram drafter" in render_sweep(table, "", 0.0, device_costs=slow).about
+    plain = render_sweep(table, "", 0.0)
+    assert not [trace for trace in plain.theory.data if trace.meta == "model.speedup_this_device"]
+    assert "this server" not in plain.about

@@ -20,6 +20,7 @@ from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
 from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
+from engine.device_costs import DeviceCosts
 from specviz.explore.views import ExploreViews, duration, progress_line, render_sweep
 from specviz.policy import Policy
 from specviz.run.export import fresh_export_dir
@@ -134,7 +135,7 @@ class ExploreHandlers(Stoppable):
                 except Exception as error:     # keep the finished runs on screen, then say what went wrong
                     if shown is not None:
                         yield render_sweep(shown, f"Stopped by an error after {shown.num_runs} runs.",
-                                           temperature, style).outputs()
+                                           temperature, style, self.device_costs()).outputs()
                     raise _sweep_error(error, started=shown is not None) from None
                 if latest is None:
                     break
@@ -142,7 +143,7 @@ class ExploreHandlers(Stoppable):
                 status = progress_line(update.done, update.total, update.elapsed_s, update.eta_s)
                 if time.monotonic() - last_draw >= max(self.min_interval, 2 * draw_s):
                     started = time.monotonic()
-                    views = render_sweep(shown, status, temperature, style).outputs()
+                    views = render_sweep(shown, status, temperature, style, self.device_costs()).outputs()
                     last_draw, draw_s = time.monotonic(), time.monotonic() - started
                     yield views
                 else:
@@ -154,19 +155,25 @@ class ExploreHandlers(Stoppable):
                       if stop.is_set() and update.done < update.total
                       else f"Done: {shown.num_runs} runs in {duration(update.elapsed_s)}. "
                            "The starred cells are the fastest k at each temperature.")
-            yield render_sweep(shown, status, temperature, style).outputs()
+            yield render_sweep(shown, status, temperature, style, self.device_costs()).outputs()
         finally:
             updates.close()
+
+    def device_costs(self) -> DeviceCosts | None:
+        """This server's device costs, measured when its default pair loaded on a GPU (else None)."""
+        status = self.runner.load_status()
+        return status.device_costs if status is not None else None
 
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
                            width: float | None) -> tuple[Any, Any, Any, Any]:
         """The theory overlay, the gap's shares and the per-position lines at another temperature."""
-        views = render_sweep(table, "", temperature, FigureStyle.for_screen(large, width))
+        views = render_sweep(table, "", temperature, FigureStyle.for_screen(large, width), self.device_costs())
         return views.theory, views.gap, views.gap_words, views.positions
 
     def restyle(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
                 status: str) -> Outputs:
-        return render_sweep(table, status, temperature, FigureStyle.for_screen(large, width)).outputs()
+        return render_sweep(table, status, temperature, FigureStyle.for_screen(large, width),
+                            self.device_costs()).outputs()
 
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Show an uploaded sweep JSON; a bad file is a gr.Error and the current sweep stays."""
@@ -174,7 +181,7 @@ class ExploreHandlers(Stoppable):
         if not table.cells:
             raise gr.Error("The sweep holds no cells: nothing to draw.")
         status = f"Showing an uploaded sweep: {len(table.cells)} cells, {table.num_runs} runs."
-        return render_sweep(table, status, None, FigureStyle.for_screen(large, width)).outputs()
+        return render_sweep(table, status, None, FigureStyle.for_screen(large, width), self.device_costs()).outputs()
 
     def download(self, table: SweepTable | None) -> list[str]:
         """The sweep as JSON (every run) and CSV (one row per cell), in a fresh folder."""

@@ -11,6 +11,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from engine.config import NGRAM_DRAFTER
+from engine.device_costs import DeviceCosts
 from engine.formats.sweep_reader import SweepTable
 from specviz.explore.gap import gap_sentence, gap_shares
 from specviz.figures.gap import gap_figure
@@ -38,8 +39,9 @@ class ExploreViews(ComponentFields):
 
 
 def render_sweep(table: SweepTable | None, status: str, temperature: float | None = None,
-                 style: FigureStyle = FigureStyle()) -> ExploreViews:
-    """All sweep views; `temperature` picks the theory overlay's row (default: greedy, else the lowest)."""
+                 style: FigureStyle = FigureStyle(), device_costs: DeviceCosts | None = None) -> ExploreViews:
+    """All sweep views; `temperature` picks the theory overlay's row (default: greedy, else the lowest);
+    `device_costs` (a GPU server's, measured at load) adds the model at that device's costs."""
     shown = pick_temperature(table, temperature)
     choices = [(f"{t:g}", t) for t in table.temperatures] if table else []
     shares = gap_shares(table, shown) if shown is not None else []
@@ -48,12 +50,28 @@ def render_sweep(table: SweepTable | None, status: str, temperature: float | Non
         acceptance=heatmap_figure(table, "acceptance", style),
         length=heatmap_figure(table, "length", style),
         speedup=heatmap_figure(table, "speedup", style),
-        theory=theory_figure(table, shown, style),
+        theory=theory_figure(table, shown, style, device_costs),
         gap=gap_figure(shares, shown, style),
         gap_words=gap_html(shares, shown),
         positions=positions_figure(table, shown, style),
         temperature=gr.update(choices=choices, value=shown),
-        about=about_html(table))
+        about=about_html(table) + device_html(table, shown, device_costs))
+
+
+def device_html(table: SweepTable | None, temperature: float | None, costs: DeviceCosts | None) -> str:
+    """This server's device against the sweep: the best k at the sweep's α with the device's measured c and
+    v, and, where none pays, the drafter that can (n-gram lookup runs no model to draft)."""
+    fit = table.theory(temperature) if table is not None and temperature is not None else None
+    if costs is None or costs.cost_ratio is None or fit is None:
+        return ""
+    k, speedup = costs.best(fit.alpha)
+    verdict = (f"the best k = {k} would run at {speedup:.2f}× target-only" if speedup > 1 else
+               f"no k pays: the best, k = {k}, would run at {speedup:.2f}× target-only. Speculation with this "
+               "draft cannot pay on this device; the n-gram drafter, which runs no model to draft, can where "
+               "prompts quote what they edit")
+    return (f"<p class='sv-note'>On this server's {escape(costs.device)} (measured when the pair loaded: c = "
+            f"{costs.cost_ratio:.2f}, v = {costs.verify_cost(k):.2f}) at this sweep's α = {fit.alpha:.2f} "
+            f"(T = {temperature:g}), {escape(verdict)}. The dash-dotted line is the model at these costs.</p>")
 
 
 def gap_html(shares: list, temperature: float | None) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import plotly.graph_objects as go
 
+from engine.device_costs import DeviceCosts
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
@@ -100,10 +101,11 @@ def multiplied(cell: SweepCell | None) -> tuple[float | None, float | None]:
 
 
 def theory_figure(table: SweepTable | None, temperature: float | None,
-                  style: FigureStyle = FigureStyle()) -> go.Figure:
+                  style: FigureStyle = FigureStyle(), device_costs: DeviceCosts | None = None) -> go.Figure:
     """Measured tokens/step and speedup vs k at one temperature (each run a small point, the mean a
-    large one), with the i.i.d. model at the temperature's α: ideal (verify costs one forward) and at each
-    k's measured draft and verify costs (specviz/explore/gap.py splits the gap to it)."""
+    large one), with the i.i.d. model at the temperature's α: ideal (verify costs one forward), at each
+    k's measured draft and verify costs (specviz/explore/gap.py splits the gap to it) and, on a server that
+    measured its device when the pair loaded (engine/device_costs.py), at that device's costs."""
     title = "Measured vs theory"
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
@@ -153,6 +155,15 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
                            "hovertemplate": "k = %{x}: a draft token = %{customdata[2]:.2f}×, verify of "
                                             "%{customdata[0]} tokens = %{customdata[1]:.2f}× one token's forward → "
                                             "%{y:.2f}×<extra></extra>", **right})
+        if device_costs is not None and device_costs.cost_ratio is not None:
+            device_ks = [k for k in curve_ks if k in device_costs.ks]
+            traces.append({"type": "scatter", "mode": "lines", "x": device_ks, "meta": "model.speedup_this_device",
+                           "y": [device_costs.speedup(fit.alpha, k) for k in device_ks],
+                           "line": {"color": COLORS["cut"], "dash": "dashdot", "width": 2.5},
+                           "name": f"model at this server's {device_costs.device} costs",
+                           "hovertemplate": f"k = %{{x}} on this {device_costs.device} (c = "
+                                            f"{device_costs.cost_ratio:.2f}, v measured per k): %{{y:.2f}}×"
+                                            "<extra></extra>", **right})
     cramped = style.narrow or style.font_size > FigureStyle().font_size         # a phone or a projector
     lines = [f"T = {temperature:g} · {_fit_words(fit, len(cells))}",
              "E counts the bonus token (α = 1: k + 1 per step)" if cramped else
