@@ -20,10 +20,11 @@ from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
 from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
-from specviz.explore.views import ExploreViews, duration, progress_line, render_sweep
+from specviz.explore.views import ExploreViews, progress_line, render_sweep
 from specviz.policy import Policy
 from specviz.run.export import fresh_export_dir
 from specviz.runner import Runner, RunnerError, SweepRequest
+from specviz.serving.notices import duration
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.uploads import parse_upload

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from engine.config import NGRAM_DRAFTER
 from engine.formats.sweep_reader import SweepTable
 from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
+from specviz.serving.notices import duration
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
 
@@ -85,11 +86,3 @@ def progress_line(done: int, total: int, elapsed_s: float, eta_s: float | None) 
     """'Sweep: 12 / 56 runs · 1 min 20 s so far · about 6 min left'."""
     left = "estimating the time left…" if eta_s is None else f"about {duration(eta_s)} left"
     return f"Sweep: **{done} / {total}** runs · {duration(elapsed_s)} so far · {left}"
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
