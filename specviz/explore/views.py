@@ -49,11 +49,13 @@ def render_sweep(table: SweepTable | None, status: str, temperature: float | Non
 
 
 def pick_temperature(table: SweepTable | None, wanted: float | None) -> float | None:
+    """`wanted` when the sweep has it, else its lowest temperature with chain cells (a sweep of trees
+    alone: its lowest), which the theory overlay can draw."""
     if table is None or not table.temperatures:
         return None
     if wanted is not None and float(wanted) in table.temperatures:
         return float(wanted)
-    return table.temperatures[0]
+    return next((t for t in table.temperatures if table.at(t)), table.temperatures[0])
 
 
 def about_html(table: SweepTable | None) -> str:
