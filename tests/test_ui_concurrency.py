@@ -31,48 +31,12 @@ from engine.loading.models import load_pair
 from engine.formats.race import Race
 from engine.formats.trace import Trace
 from fakes import FakeRunner
+from slow_runner import SlowRunner
 from specviz.run.views import Views
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is not part of the API
 NEW_TOKENS = 24
-
-
-class SlowGeneration:
-    """An engine generation that waits `delay` seconds before each step, so Stop lands mid-run;
-    `started` counts the steps it has begun."""
-
-    def __init__(self, generation, delay: float):
-        self._generation, self._delay = generation, delay
-        self.started = 0
-
-    @property
-    def is_done(self) -> bool:
-        return self._generation.is_done
-
-    def step(self):
-        self.started += 1
-        time.sleep(self._delay)
-        return self._generation.step()
-
-    def trace(self) -> Trace:
-        return self._generation.trace()
-
-
-class SlowRunner(EngineRunner):
-    """EngineRunner whose generations can be slowed down (`delay` seconds before each step)."""
-
-    def __init__(self):
-        super().__init__(device="cpu")
-        self.delay = 0.0
-        self.slowed: list[SlowGeneration] = []
-
-    def start(self, request, progress):
-        generation = super().start(request, progress)
-        if not self.delay:
-            return generation
-        self.slowed.append(SlowGeneration(generation, self.delay))
-        return self.slowed[-1]
 
 
 def run_args(**changes) -> dict:
