@@ -1,0 +1,283 @@
+"""A class pressing Run at once: `python scripts/classroom.py --clients 30 [--preset NAME] [--same-prompt]`.
+
+Starts the app (`app.py --preset NAME` on a free port; or uses `--url`), waits for its models with
+one warm-up run, times one run alone (a prompt nobody in the class uses), then presses Run from
+`--clients` gradio_client sessions at once, each with its own prompt (or all the same one with
+`--same-prompt`), and prints per client the time to its first word from the server (its queue place,
+or the run itself), to its first step and to Done, the failures, and the server's memory: its peak
+resident memory during the lone run and during the class (sampled from /proc, a server this script
+started; not measured with `--url`). The goals (docs/benchmark.md, "A class at once") are ratios within
+this one run: identical requests all done within 1.3x one run; distinct ones each told its place within
+2 s; memory within 1 GB of one run's peak. `--json PATH` also writes every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from gradio_client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
+
+POLL_S = 0.05               # how often each client looks for new updates (the times' resolution)
+START_LIMIT_S = 1800        # the server's start and the warm-up run (the first start converts the weights)
+REQUEST_LIMIT_S = 600       # one request to the server (joining the queue, a stream's next event)
+CLIENTS_PER_PROCESS = 5
+GB = 1024 ** 3
+
+
+@dataclass
+class ClientTimes:
+    """One client's press of Run; every time in seconds after the press (None: it never came)."""
+
+    client: int
+    prompt: str
+    first_word_s: float | None = None         # the first update of any kind: queue place, models ready, a step
+    queue_place_s: float | None = None        # the first "Waiting in the queue" line (None: it never waited)
+    first_step_s: float | None = None
+    done_s: float | None = None
+    shared: bool = False                      # the page said it was served by an identical run
+    error: str = ""
+    statuses: list[str] = field(default_factory=list)
+
+
+class MemorySampler:
+    """The resident memory of one process, sampled on a thread: its peak since `reset`."""
+
+    def __init__(self, pid: int | None):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        if pid is not None:
+            threading.Thread(target=self._sample, daemon=True).start()
+
+    def reset(self) -> None:
+        self.peak = self.rss()
+
+    def rss(self) -> int:
+        if self.pid is None:
+            return 0
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.peak = max(self.peak, self.rss())
+            except OSError:       # the server is gone
+                return
+
+
+def run_args(args: argparse.Namespace, prompt: str, seed: int = 0) -> dict:
+    preset = PRESETS[args.preset]
+    return dict(large=False, width=1280, preset=args.preset, draft="", target="", drafter=preset.default_drafter,
+                prompt=prompt, k=args.k, adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=args.temperature,
+                top_p=1.0, top_k=0, max_new_tokens=args.max_new_tokens, seed=seed, draft_dtype="auto",
+                target_dtype="float32", with_baseline=False)
+
+
+def press_run(client: Client, number: int, arguments: dict, start: threading.Event) -> ClientTimes:
+    """Wait for `start`, press Run, and time what comes back."""
+    times = ClientTimes(number, arguments["prompt"])
+    start.wait()
+    pressed = time.monotonic()
+    job = client.submit(**arguments, api_name="/run")
+    seen = 0
+    while True:
+        done = job.done()
+        outputs = job.outputs()
+        for output in outputs[seen:]:
+            at, status = time.monotonic() - pressed, str(output[-1])
+            times.statuses.append(status)
+            times.first_word_s = times.first_word_s if times.first_word_s is not None else at
+            if "Waiting in the queue" in status and times.queue_place_s is None:
+                times.queue_place_s = at
+            if status.startswith(("Running… step", "Done")) and times.first_step_s is None:
+                times.first_step_s = at
+            if status.startswith("Done"):
+                times.done_s = at
+            times.shared = times.shared or "Shared run" in status
+        seen = len(outputs)
+        if done:
+            break
+        time.sleep(POLL_S)
+    try:
+        job.result()
+    except Exception as error:  # the server's refusal or failure, as the page would show it
+        times.error = str(error).splitlines()[0][:200]
+    if times.done_s is None and not times.error:
+        times.error = f"ended without Done: {times.statuses[-1] if times.statuses else 'no update'}"
+    return times
+
+
+def open_page(url: str) -> Client:
+    """A session as a page open before the lesson: connected (its first call made, a Stop that stops
+    nothing), and patient as a browser is (httpx's default gives up on a request after 5 s)."""
+    client = Client(url, verbose=False, httpx_kwargs={"timeout": REQUEST_LIMIT_S})
+    client.predict(api_name="/stop")
+    return client
+
+
+def press_group(url: str, group: list[tuple[int, dict]], ready: Any) -> list[ClientTimes]:
+    """One process's clients: open their pages, wait at `ready` (a barrier of every process and the
+    conductor), then all press Run together."""
+    clients = [(number, open_page(url), arguments) for number, arguments in group]
+    start, results = threading.Event(), {}
+
+    def one(number: int, client: Client, arguments: dict) -> None:
+        results[number] = press_run(client, number, arguments, start)
+
+    threads = [threading.Thread(target=one, args=item) for item in clients]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    start.set()
+    for thread in threads:
+        thread.join()
+    return [results[number] for number, _ in group]
+
+
+def press_together(url: str, arguments: list[dict]) -> list[ClientTimes]:
+    """One session per arguments, all pressing Run at the same moment. The sessions are spread over
+    processes of CLIENTS_PER_PROCESS, as a class's browsers are spread over machines: one Python
+    process reading thirty streams would delay every update it reads (its lock, not the server)."""
+    numbered = list(enumerate(arguments, start=1))
+    groups = [numbered[i:i + CLIENTS_PER_PROCESS] for i in range(0, len(numbered), CLIENTS_PER_PROCESS)]
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, ProcessPoolExecutor(len(groups), mp_context=context) as pool:
+        ready = manager.Barrier(len(groups) + 1)
+        futures = [pool.submit(press_group, url, group, ready) for group in groups]
+        ready.wait(timeout=REQUEST_LIMIT_S)
+        return [times for future in futures for times in future.result()]
+
+
+def start_server(preset: str) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--preset", preset],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + START_LIMIT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with code {server.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return server, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    server.terminate()
+    raise SystemExit(f"the server did not answer within {START_LIMIT_S} s")
+
+
+def class_prompts(count: int, same: bool) -> list[str]:
+    examples = [example["prompt"] for example in json.loads((ROOT / "assets" / "examples.json").read_text())]
+    if same:
+        return [examples[0]] * count
+    return [f"{examples[i % len(examples)]} (Student {i + 1}.)" for i in range(count)]
+
+
+def spread(values: list[float | None]) -> str:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return "-"
+    return f"median {statistics.median(present):.1f} s, max {present[-1]:.1f} s"
+
+
+def report(args: argparse.Namespace, alone: ClientTimes, pupils: list[ClientTimes], memory: dict) -> dict:
+    kind = "identical" if args.same_prompt else "distinct"
+    print(f"\n{args.clients} clients, {kind} prompts, preset {args.preset}, k = {args.k}, "
+          f"{args.max_new_tokens} new tokens, T = {args.temperature:g}")
+    print(f"one run alone: first step {alone.first_step_s:.1f} s, done {alone.done_s:.1f} s")
+    print(f"{'client':>6} {'first word':>10} {'queue place':>11} {'first step':>10} {'done':>7}  note")
+    for times in pupils:
+        cells = [times.first_word_s, times.queue_place_s, times.first_step_s, times.done_s]
+        shown = [f"{value:.1f}" if value is not None else "-" for value in cells]
+        print(f"{times.client:>6} {shown[0]:>10} {shown[1]:>11} {shown[2]:>10} {shown[3]:>7}  "
+              f"{'shared' if times.shared else ''}{times.error}")
+    failures = [times for times in pupils if times.error]
+    last_done = max((t.done_s for t in pupils if t.done_s is not None), default=None)
+    waited = [t.queue_place_s for t in pupils if t.queue_place_s is not None]
+    summary = {
+        "clients": args.clients, "prompts": kind, "preset": args.preset, "k": args.k,
+        "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+        "alone_first_step_s": alone.first_step_s, "alone_done_s": alone.done_s,
+        "first_word": spread([t.first_word_s for t in pupils]), "first_step": spread([t.first_step_s for t in pupils]),
+        "done": spread([t.done_s for t in pupils]), "failures": len(failures),
+        "shared": sum(t.shared for t in pupils), "waited": len(waited),
+        "max_queue_place_s": max(waited, default=None),
+        "last_done_over_alone": last_done / alone.done_s if last_done is not None and alone.done_s else None,
+        **memory}
+    print(f"first word: {summary['first_word']} · first step: {summary['first_step']} · done: {summary['done']}")
+    print(f"failures: {len(failures)} · served by a shared run: {summary['shared']} · waited in the queue: "
+          f"{len(waited)}, told their place after at most {summary['max_queue_place_s'] or 0:.1f} s")
+    if summary["last_done_over_alone"] is not None:
+        print(f"last client done after {summary['last_done_over_alone']:.2f}x one run alone")
+    if memory.get("alone_peak_gb") is not None:
+        print(f"server memory, peak resident: {memory['alone_peak_gb']:.2f} GB during the lone run, "
+              f"{memory['class_peak_gb']:.2f} GB during the class (+{memory['class_over_alone_gb']:.2f} GB)")
+    else:
+        print("server memory: not measured (a server this script did not start)")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Press Run from many clients at once and time what they see.")
+    parser.add_argument("--clients", type=int, default=30)
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
+    parser.add_argument("--same-prompt", action="store_true", help="every client sends the same request")
+    parser.add_argument("--url", default=None, help="a running SpecViz server (default: start one)")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    args = parser.parse_args(argv)
+    if args.clients < 1:
+        parser.error("--clients must be at least 1")
+    server, url = (None, args.url) if args.url else start_server(args.preset)
+    memory = MemorySampler(server.pid if server is not None else None)
+    try:
+        print(f"server at {url}; warming up (the first run waits for the models to load)…", flush=True)
+        warm = press_together(url, [run_args(args, "Warm-up: say hello.", seed=12345)])[0]
+        if warm.error:
+            raise SystemExit(f"the warm-up run failed: {warm.error}")
+        memory.reset()
+        alone = press_together(url, [run_args(args, class_prompts(1, True)[0] + " (Alone.)", seed=999)])[0]
+        alone_peak = memory.peak
+        memory.reset()
+        pupils = press_together(url, [run_args(args, prompt) for prompt in class_prompts(args.clients, args.same_prompt)])
+        figures = {"alone_peak_gb": alone_peak / GB if server else None,
+                   "class_peak_gb": memory.peak / GB if server else None,
+                   "class_over_alone_gb": (memory.peak - alone_peak) / GB if server else None}
+        summary = report(args, alone, pupils, figures)
+        if args.json is not None:
+            args.json.write_text(json.dumps({"summary": summary, "alone": asdict(alone),
+                                             "clients": [asdict(t) for t in pupils]}, indent=1))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
