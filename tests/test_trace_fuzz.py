@@ -24,7 +24,7 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import gradio as gr
 import plotly.graph_objects as go

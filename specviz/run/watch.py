@@ -22,7 +22,7 @@ from specviz import updates
 from specviz.run.views import Views, render
 from specviz.serving.notices import queue_line, shared_notice, with_notice
 from specviz.serving.run_queue import RunQueue, Seat
-from specviz.serving.shared_run import (BASELINE, DONE, FAILED, QUEUED, RUNNING, STARTING, STOPPED, Snapshot)
+from specviz.serving.shared_run import BASELINE, DONE, FAILED, QUEUED, RUNNING, STARTING, Snapshot
 from specviz.stop import STOPPED_IN_QUEUE
 from specviz.style import FigureStyle
 
@@ -30,8 +30,8 @@ Outputs = tuple[Any, ...]
 ProgressBar = Callable[..., Any]
 POLL_S = 0.2                # how soon a waiting page sees Stop, and its place move
 QUEUE_REFRESH_S = 1.0       # the estimated wait is redrawn this often
-VIEWER_SHARE_S = 0.05       # each viewer's cost of one update (serialised and sent), spread between redraws
-MAX_INTERVAL_S = 2.0        # a crowded run still redraws at least this often
+VIEWER_SHARE_S = 0.1        # each viewer's cost of one update (serialised and sent), spread between redraws
+MAX_INTERVAL_S = 3.0        # a crowded run still redraws at least this often
 STOP_WAIT_S = 600.0         # a run stopped by its last viewer ends after its step: at most this long
 
 
@@ -56,55 +56,83 @@ class Watch:
         self.min_interval = min_interval
         self.notice = shared_notice(seat, self.run.snapshot().phase)
         self.left = False
+        self._seen = self._drawn = -1           # the newest snapshot version seen, and the one last drawn
+        self._due = 0.0                         # when the next redraw may come (monotonic seconds)
+        self._line, self._line_at, self._place = "", 0.0, 0     # the queue line shown, when, and its place
+        self._loading: tuple[float, str] | None = None
+        self._said_ready = False
 
     def updates(self) -> Iterator[Outputs]:
         """Every update to the end of the run (or Stop); raises gr.Error for a run that failed."""
-        seen, drawn, due, line, line_at, loading, ready = -1, -1, 0.0, "", 0.0, None, False
         while True:
-            now = time.monotonic()
-            waiting = seen != drawn and due > now
-            snapshot = self.run.wait(seen, timeout=max(0.0, min(due - now, POLL_S)) if waiting else POLL_S)
-            seen = snapshot.version
+            snapshot = self._next()
             if self.stop.is_set():
                 yield from self._stopped(snapshot)
                 return
-            if snapshot.phase == QUEUED:
-                place = self.queue.place(self.run)
-                text = queue_line(place) if place is not None and place.ahead else ""   # none ahead: starting
-                if text and (text != line or time.monotonic() - line_at >= QUEUE_REFRESH_S):
-                    if text != line:
-                        yield status_only(self.kept, with_notice(text, self.notice))
-                    line, line_at = text, time.monotonic()
-                drawn = seen
-            elif snapshot.phase == STARTING:
-                if snapshot.progress is not None and snapshot.progress != loading:
-                    loading = snapshot.progress
-                    self.progress(loading[0], desc=loading[1])
-                drawn = seen
-            elif snapshot.phase in (RUNNING, BASELINE):
-                if snapshot.trace is None:
-                    if not ready:
-                        ready = True
-                        yield status_only(self.kept, with_notice(
-                            "Models ready: reading the prompt (the first step includes the prefill)…", self.notice))
-                    drawn = seen
-                elif seen != drawn and time.monotonic() >= due:
-                    started = time.monotonic()
-                    yield self._live(snapshot)
-                    drawn = seen
-                    due = time.monotonic() + self._interval(time.monotonic() - started)
-            elif snapshot.phase == DONE:
-                yield self._final(snapshot, finished_status(snapshot.trace))
+            if snapshot.ended:
+                yield from self._ended(snapshot)
                 return
-            elif snapshot.phase == FAILED:
-                if snapshot.trace is not None:
-                    status = (finished_status(snapshot.trace) if snapshot.trace.complete
-                              else f"Stopped by an error after {len(snapshot.trace.steps)} steps.")
-                    yield self._final(snapshot, status)
-                raise gr.Error(snapshot.error or "The run failed.")
-            elif snapshot.phase == STOPPED:        # left the queue without this page's Stop (cannot happen while it watches)
-                yield status_only(self.kept, STOPPED_IN_QUEUE)
-                return
+            update = {QUEUED: self._queued, STARTING: self._starting}.get(snapshot.phase, self._running)(snapshot)
+            if update is not None:
+                yield update
+
+    def _next(self) -> Snapshot:
+        """The run's next change, or the same snapshot after a short while (for Stop, the queue's
+        line, and a redraw that had to wait)."""
+        now = time.monotonic()
+        held = self._seen != self._drawn and self._due > now        # a change waits for its redraw
+        snapshot = self.run.wait(self._seen, timeout=min(self._due - now, POLL_S) if held else POLL_S)
+        self._seen = snapshot.version
+        return snapshot
+
+    def _queued(self, snapshot: Snapshot) -> Outputs | None:
+        """The place and the estimated wait: on a new place at once, else refreshed every QUEUE_REFRESH_S."""
+        self._drawn = snapshot.version
+        place = self.queue.place(self.run)
+        if place is None or not place.ahead:                          # none ahead: it starts now
+            return None
+        text = queue_line(place)
+        stale = time.monotonic() - self._line_at >= QUEUE_REFRESH_S
+        if text == self._line or not (place.place != self._place or stale):
+            return None
+        self._line, self._line_at, self._place = text, time.monotonic(), place.place
+        return status_only(self.kept, with_notice(text, self.notice))
+
+    def _starting(self, snapshot: Snapshot) -> None:
+        """The models load: their progress goes to the page's progress bar."""
+        self._drawn = snapshot.version
+        if snapshot.progress is not None and snapshot.progress != self._loading:
+            self._loading = snapshot.progress
+            self.progress(self._loading[0], desc=self._loading[1])
+
+    def _running(self, snapshot: Snapshot) -> Outputs | None:
+        """'Models ready' until the first step, then each new trace when a redraw is due."""
+        if snapshot.trace is None:
+            self._drawn = snapshot.version
+            if self._said_ready:
+                return None
+            self._said_ready = True
+            return status_only(self.kept, with_notice(
+                "Models ready: reading the prompt (the first step includes the prefill)…", self.notice))
+        if snapshot.version == self._drawn or time.monotonic() < self._due:
+            return None
+        started = time.monotonic()
+        views = self._live(snapshot)
+        self._drawn = snapshot.version
+        self._due = time.monotonic() + self._interval(time.monotonic() - started)
+        return views
+
+    def _ended(self, snapshot: Snapshot) -> Iterator[Outputs]:
+        """The finished run; a failed one's recorded steps, then its one sentence as a gr.Error."""
+        if snapshot.phase == DONE:
+            yield self._final(snapshot, finished_status(snapshot.trace))
+            return
+        if snapshot.phase == FAILED:
+            if snapshot.trace is not None:
+                yield self._final(snapshot, finished_status(snapshot.trace) if snapshot.trace.complete
+                                  else f"Stopped by an error after {len(snapshot.trace.steps)} steps.")
+            raise gr.Error(snapshot.error or "The run failed.")
+        yield from self._stopped(snapshot)          # STOPPED without this page's Stop: what was recorded
 
     def leave(self) -> int:
         """This page stops watching (once); the number of pages still watching the run."""

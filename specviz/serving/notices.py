@@ -25,6 +25,7 @@ def queue_line(place: Place) -> str:
     """'Waiting in the queue: place 2 (2 runs ahead of yours) · about 1 min 5 s, from this server's measured speed'."""
     runs = f"{place.ahead} run{'s' if place.ahead != 1 else ''} ahead of yours"
     wait = ("the wait is estimated once this server has timed a few steps" if place.wait_s is None else
+            "less than a second, from this server's measured speed" if place.wait_s < 0.5 else
             f"about {duration(place.wait_s)}, from this server's measured speed")
     return f"Waiting in the queue: **place {place.place}** ({runs}) · {wait}"
 
