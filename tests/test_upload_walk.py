@@ -56,7 +56,8 @@ WHOLE_DOCUMENT = ("the document", "top level", "a JSON object", "schema")    # w
 
 
 def _shown(value: Any) -> None:
-    """Send `value` the way Gradio does: a figure as Plotly JSON (gr.Plot), text as UTF-8, updates and tuples item by item."""
+    """Send `value` the way Gradio does: a figure as Plotly JSON (gr.Plot), text as UTF-8, updates and
+    tuples item by item."""
     if isinstance(value, go.Figure):
         value.to_json()
     elif isinstance(value, str):

@@ -30,8 +30,8 @@ NOT_NEGATIVE = (0.0, None)
 RANGES: dict[str, tuple[float | None, float | None]] = {   # a number's (least, most); None: no bound
     "temperature": (0.0, MAX_TEMPERATURE), "acceptance_rate": (0.0, 1.0), "estimated_alpha": (0.0, 1.0),
     "per_position_acceptance": (0.0, 1.0)}
-POSITIVE = {"verify_cost"}
-MAX_SEED = 2**63 - 1                     # SpecConfig's range               # the i.i.d. model divides by k c + v: a verify forward costs something
+POSITIVE = {"verify_cost"}               # the i.i.d. model divides by k c + v: a verify forward costs something
+MAX_SEED = 2**63 - 1                     # SpecConfig's range
 
 
 @dataclass(frozen=True)
