@@ -23,7 +23,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
-from specviz.runner import RunRequest, Runner, RunnerError
+from engine.formats.trace import Trace
+from specviz.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.serving.shared_run import DONE, FAILED, STOPPED, SharedRun
 from specviz.serving.wait_estimate import SpeedLog, run_seconds
 
@@ -226,7 +227,7 @@ class RunQueue:
         run.end(DONE, self.clock(), trace)
         self.speed.record(speed_kind(request), run.finished_at - run.running_since, request.config.max_new_tokens)
 
-    def _stopped(self, run: SharedRun, generation) -> bool:
+    def _stopped(self, run: SharedRun, generation: Generation) -> bool:
         """Stop a run nobody watches, unless an identical request has just joined it."""
         partial = _partial(generation)
         with self._lock:
@@ -249,7 +250,8 @@ class RunQueue:
             del self._by_key[run.key]
 
 
-def _partial(generation) -> object:
+def _partial(generation: Generation) -> Trace | None:
+    """The trace recorded so far; None when a broken generation cannot even give that."""
     try:
         return generation.trace()
     except Exception:  # a broken generation may not even give its partial trace
