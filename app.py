@@ -30,11 +30,15 @@ from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
 from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
+from specviz.serving.run_queue import VIEWERS  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
 MAX_UPLOAD = "20mb"        # engine.formats.trace.MAX_TRACE_BYTES
 MAX_LOADED_PAIRS = 2       # pairs kept in memory; the least recently used is dropped first
 QUEUE_SIZE = 32            # runs waiting at once; one more gets "busy, please try again"
+# Gradio's worker threads: its default 40 for every other event, plus one per page watching a run
+# (specviz/serving/run_queue.py VIEWERS: a page waiting in the Run tab's queue holds one).
+MAX_THREADS = 40 + VIEWERS
 MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is kept; the oldest go first
 LOG = logging.getLogger("specviz.app")
 
@@ -233,11 +237,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
     if args.preload:
         runner.preload(ModelChoice(preset=runner.default_preset))
-    demo = build_demo(runner, gpu=gpu_decorator(), policy=policy)
+    demo = build_demo(runner, gpu=gpu_decorator(), policy=policy, queue_size=QUEUE_SIZE)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     # Uploads are parsed, never served back, so no allowed_paths; max_file_size caps them.
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD,
-                state_session_capacity=MAX_SESSIONS, theme=theme(), css=css())
+                state_session_capacity=MAX_SESSIONS, max_threads=MAX_THREADS, theme=theme(), css=css())
 
 
 if __name__ == "__main__":

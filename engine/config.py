@@ -29,6 +29,7 @@ CUTOFF_MODES = ("truncate", "none", "zero_fill")
 CACHE_KINDS = ("static", "dynamic")
 CACHE_CHOICES = ("auto",) + CACHE_KINDS
 MAX_K = 32
+MAX_TEMPERATURE = 10.0
 MAX_TREE_NODES = 64             # a token tree's node budget (docs/architecture.md §2, token trees)
 MAX_TREE_BRANCH = 8             # children per tree node
 
@@ -111,8 +112,8 @@ class SpecConfig:
 
     def __post_init__(self) -> None:
         _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")
-        _check(_is_number(self.temperature) and 0.0 <= self.temperature <= 10.0,
-               f"temperature must be between 0 and 10, got {self.temperature!r}")
+        _check(_is_number(self.temperature) and 0.0 <= self.temperature <= MAX_TEMPERATURE,
+               f"temperature must be between 0 and {MAX_TEMPERATURE:g}, got {self.temperature!r}")
         _check(_is_number(self.top_p) and 0.0 < self.top_p <= 1.0, f"top-p must be in (0, 1], got {self.top_p!r}")
         _check(isinstance(self.top_k, int) and self.top_k >= 0, f"top-k must be a whole number >= 0, got {self.top_k!r}")
         _check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= 4096,

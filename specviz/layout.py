@@ -23,6 +23,7 @@ from specviz.policy import Policy
 from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
 from specviz.runner import Runner
+from specviz.serving.run_queue import CAPACITY
 
 TITLE = "SpecViz: speculative decoding, step by step"
 INTRO = (
@@ -40,10 +41,12 @@ LARGE_TEXT_JS = f"(large) => {{ document.body.classList.toggle('sv-large', large
 
 def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
                demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
-               lab: LabSet | None = None, race: tuple[Race | None, str] | None = None) -> gr.Blocks:
+               lab: LabSet | None = None, race: tuple[Race | None, str] | None = None,
+               queue_size: int = CAPACITY) -> gr.Blocks:
     """The Blocks app; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU Spaces); `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
-    sweep, lab set and race (with its file name) shown first come from assets/ unless given."""
+    sweep, lab set and race (with its file name) shown first come from assets/ unless given;
+    `queue_size` distinct runs of the Run tab may wait at once."""
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
@@ -56,7 +59,7 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         load_status_line(demo, runner)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
-                run_tab(runner, demo_trace, policy, large, width, gpu)
+                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
                 race_tab(runner, policy, *(race if race is not None else load_recorded_race(ASSETS_DIR)), gpu)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):

@@ -94,8 +94,8 @@ def test_every_bad_control_value_is_one_clear_error_through_the_server(fake_serv
         with pytest.raises(Exception, match=re.escape(message)):
             client.predict(**run_args(**changes), api_name="/run")
     assert runner.requests == []                                      # nothing started
-    for width in ("wide", None, -5, 10 ** 9):                           # the page's own hidden values, garbled
-        result = dict(zip(NAMES[1:], client.predict(**run_args(width=width), api_name="/run")))
+    for seed, width in enumerate(("wide", None, -5, 10 ** 9)):          # the page's own hidden values, garbled
+        result = dict(zip(NAMES[1:], client.predict(**run_args(width=width, seed=seed), api_name="/run")))
         assert result["status"].startswith("Done")
     assert len(runner.requests) == 4                                  # and the app stays usable
 

@@ -1,6 +1,7 @@
 """Stop reaches a run still waiting in the queue: it never starts. First the stop signals alone
 (specviz/stop.py), then two sessions on a launched server with the fake runner: A runs, B waits
-behind it and presses Stop, B never reaches the runner and A finishes."""
+behind it in the Run tab's queue (specviz/serving/) and presses Stop, B never reaches the runner
+and A finishes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import time
 from typing import Callable
 
 from gradio_client import Client
-from gradio_client.utils import Status
 
 from fakes import FakeRunner
 from specviz.stop import StopSignals
@@ -69,12 +69,13 @@ def test_stop_cancels_a_run_waiting_in_the_queue_and_the_running_one_finishes():
         running = session_a.submit(**run_args("A runs"), api_name="/run")
         wait_for(lambda: [request.prompt for request in runner.requests] == ["A runs"], "A started")
         waiting = session_b.submit(**run_args("B waits"), api_name="/run")
-        wait_for(lambda: waiting.status().code == Status.IN_QUEUE, "B waits in the queue behind A")
+        wait_for(lambda: any("Waiting in the queue: **place 2** (1 run ahead of yours)" in dict(zip(NAMES, out))["status"]
+                             for out in waiting.outputs()), "B waits in the queue behind A, and is told so")
         session_b.predict(api_name="/stop")
         release.set()
         b_out = dict(zip(NAMES, waiting.result(timeout=120)))
         a_out = dict(zip(NAMES, running.result(timeout=120)))
-        assert b_out["status"] == NEVER_STARTED
+        assert b_out["status"] == NEVER_STARTED, (b_out["status"], [dict(zip(NAMES, o))["status"] for o in waiting.outputs()])
         assert a_out["status"].startswith("Done") and "incomplete" not in a_out["output"]
         assert [request.prompt for request in runner.requests] == ["A runs"]     # B never reached the runner
         again = session_b.submit(**run_args("B again"), api_name="/run")       # the session's next run is not stopped

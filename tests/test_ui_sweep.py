@@ -129,7 +129,7 @@ def test_table_round_trips_to_json_and_csv():
     (lambda d: d["cells"][2].pop("speedup"), r"cells\[2\].speedup: missing"),
     (lambda d: d["cells"][0].update(k="four"), r"cells\[0\].k: expected a whole number"),
     (lambda d: d["cells"][1].update(speedup=float("inf")), r"cells\[1\].speedup: expected a number"),
-    (lambda d: d["cells"][1].update(temperature=-1), "must be >= 0"),
+    (lambda d: d["cells"][1].update(temperature=-1), r"cells\[1\]\.temperature: expected a number from 0 to 10, got -1"),
     (lambda d: d["cells"].append(dict(d["cells"][0])), "appears twice"),
     (lambda d: d["cells"][3].update(per_position_acceptance="high"), "expected a list"),
 ])

@@ -94,7 +94,7 @@ def test_runs_are_looked_up_by_budget_and_old_runs_read_as_chains():
     assert old.tree_budgets == [0] and all(r.tree_nodes == 0 for r in old.runs)
     document = json.loads(table.to_json())
     document["runs"][3]["tree_nodes"] = -1
-    with pytest.raises(SweepFormatError, match=r"runs\[3\]\.tree_nodes: expected a whole number >= 0"):
+    with pytest.raises(SweepFormatError, match=r"runs\[3\]\.tree_nodes: expected a whole number from 0 to 64"):
         SweepTable.from_dict(document)
 
 

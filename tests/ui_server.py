@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gradio as gr  # noqa: E402
 
-from app import MAX_SESSIONS, MAX_UPLOAD, QUEUE_SIZE  # noqa: E402
+from app import MAX_SESSIONS, MAX_THREADS, MAX_UPLOAD, QUEUE_SIZE  # noqa: E402
 from specviz.assets import DemoTrace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.policy import Policy  # noqa: E402
@@ -34,12 +34,13 @@ def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None 
           max_size: int = QUEUE_SIZE, race: tuple | None = None) -> tuple[gr.Blocks, str]:
     """Start the app as app.py does, without blocking; returns the Blocks (call .close()) and its URL;
     `race` (a Race and its file name) replaces the recorded race of the Race tab."""
-    demo = build_demo(runner, demo_trace=demo_trace, policy=policy, race=race)
+    demo = build_demo(runner, demo_trace=demo_trace, policy=policy, race=race, queue_size=max_size)
     demo.queue(default_concurrency_limit=1, max_size=max_size)
     for attempt in range(1, PORT_ATTEMPTS + 1):
         try:
             _, url, _ = demo.launch(server_name="127.0.0.1", server_port=port or free_port(), prevent_thread_lock=True,
                                     quiet=True, max_file_size=MAX_UPLOAD, state_session_capacity=MAX_SESSIONS,
+                                    max_threads=MAX_THREADS,
                                     theme=theme(), css=css(), ssr_mode=False)
             return demo, url
         except OSError:          # another process took the free port between our probe and the bind

@@ -1,7 +1,11 @@
 """A k x temperature sweep (`specviz.sweep/1`, see engine.formats.sweep_format) read back for the UI.
 
 Strictly, since a person may upload any file: one clear SweepFormatError naming
-the bad field. The whole document is kept for download. Torch-free.
+the bad field. Every number must lie where a recorded sweep can put it (`RANGES`: k, node
+budgets and temperatures within SpecConfig's ranges, rates in [0, 1], speeds, times and costs
+never negative, a verify forward's cost above 0, no more positions than the cell's k), so
+whatever is accepted can be drawn (tests/test_upload_walk.py walks every field). The whole
+document is kept for download. Torch-free.
 """
 
 from __future__ import annotations
@@ -13,12 +17,21 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from engine.config import MAX_K, MAX_TEMPERATURE, MAX_TREE_NODES
 from engine.formats.json_document import parse_json
 from engine.formats.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv, ratio
+from engine.formats.sweep_meta import check_meta, check_text
+from engine.formats.trace_fields import MAX_WHOLE, show
 
 OPTIONAL = {"acceptance_rate", "mean_accepted_length", "estimated_alpha", "cost_ratio",
             "predicted_tokens_per_step", "predicted_speedup", "draft_cost", "verify_cost"}
 LATER = {field.name for field in fields(SweepCell) if field.default is None}   # absent from older files
+NOT_NEGATIVE = (0.0, None)
+RANGES: dict[str, tuple[float | None, float | None]] = {   # a number's (least, most); None: no bound
+    "temperature": (0.0, MAX_TEMPERATURE), "acceptance_rate": (0.0, 1.0), "estimated_alpha": (0.0, 1.0),
+    "per_position_acceptance": (0.0, 1.0)}
+POSITIVE = {"verify_cost"}               # the i.i.d. model divides by k c + v: a verify forward costs something
+MAX_SEED = 2**63 - 1                     # SpecConfig's range
 
 
 @dataclass(frozen=True)
@@ -125,9 +138,11 @@ class SweepTable:
             raise SweepFormatError("expected a JSON object at the top level")
         if data.get("schema") != SWEEP_SCHEMA:
             raise SweepFormatError(f"schema is {data.get('schema')!r}, expected {SWEEP_SCHEMA!r}")
+        check_text(data)
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise SweepFormatError("meta: expected an object")
+        check_meta(meta)
         items = data.get("cells")
         if not isinstance(items, list):
             raise SweepFormatError("cells: expected a list")
@@ -162,13 +177,16 @@ def _parse_cell(item: Any, where: str) -> SweepCell:
         if name == "per_position_acceptance":
             if not isinstance(value, list):
                 raise SweepFormatError(f"{where}.{name}: expected a list")
-            values[name] = tuple(_number(v, f"{where}.{name}[{i}]", optional=True) for i, v in enumerate(value))
+            values[name] = tuple(_number(v, f"{where}.{name}[{i}]", optional=True, name=name)
+                                 for i, v in enumerate(value))
         elif name in ("k", "runs"):
-            values[name] = _whole(value, f"{where}.{name}", least=1)
+            values[name] = _whole(value, f"{where}.{name}", least=1, most=MAX_K if name == "k" else MAX_WHOLE)
         else:
-            values[name] = _number(value, f"{where}.{name}", optional=name in OPTIONAL)
-    if values["temperature"] < 0:
-        raise SweepFormatError(f"{where}.temperature: must be >= 0, got {values['temperature']!r}")
+            values[name] = _number(value, f"{where}.{name}", optional=name in OPTIONAL, name=name)
+    positions = len(values["per_position_acceptance"])
+    if positions > values["k"]:
+        raise SweepFormatError(f"{where}.per_position_acceptance: {positions} positions, more than the cell's k "
+                               f"({values['k']})")
     return SweepCell(**values)
 
 
@@ -178,15 +196,17 @@ def _parse_run(item: Any, where: str) -> RunPoint:
         raise SweepFormatError(f"{where}: expected an object")
     whole = {"tree_nodes": _tree_nodes(item, where)}
     for name in ("k", "prompt_index", "seed"):
-        whole[name] = _whole(item.get(name), f"{where}.{name}", least=1 if name == "k" else 0)
+        whole[name] = _whole(item.get(name), f"{where}.{name}", least=1 if name == "k" else 0,
+                             most={"k": MAX_K, "prompt_index": MAX_WHOLE, "seed": MAX_SEED}[name])
     if "temperature" not in item:
         raise SweepFormatError(f"{where}.temperature: missing")
-    rates = {name: _number(item.get(name), f"{where}.{name}", optional=True)
+    rates = {name: _number(item.get(name), f"{where}.{name}", optional=True, name=name)
              for name in ("tokens_per_s", "baseline_tokens_per_s", "mean_accepted_length", "verify_ms",
                           "target_token_ms")}
     speed, baseline = rates["tokens_per_s"], rates["baseline_tokens_per_s"]
     verify, one_token = rates["verify_ms"], rates["target_token_ms"]
-    return RunPoint(temperature=_number(item["temperature"], f"{where}.temperature", optional=False), **whole,
+    return RunPoint(temperature=_number(item["temperature"], f"{where}.temperature", optional=False,
+                                        name="temperature"), **whole,
                     mean_accepted_length=rates["mean_accepted_length"],
                     speedup=ratio(speed, baseline), tokens_per_s=speed, verify_cost=ratio(verify, one_token),
                     target_token_ms=one_token)
@@ -194,20 +214,27 @@ def _parse_run(item: Any, where: str) -> RunPoint:
 
 def _tree_nodes(item: dict[str, Any], where: str) -> int:
     """The node budget of a cell or run: 0 (a chain) where absent, as in sweeps from before token trees."""
-    return _whole(item.get("tree_nodes", 0), f"{where}.tree_nodes", least=0)
+    return _whole(item.get("tree_nodes", 0), f"{where}.tree_nodes", least=0, most=MAX_TREE_NODES)
 
 
-def _whole(value: Any, where: str, least: int) -> int:
-    """A whole number (not a bool) of at least `least`."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise SweepFormatError(f"{where}: expected a whole number >= {least}, got {value!r}")
+def _whole(value: Any, where: str, least: int, most: int) -> int:
+    """A whole number (not a bool) from `least` to `most`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+        raise SweepFormatError(f"{where}: expected a whole number from {least} to {most}, got {show(value)}")
     return value
 
 
-def _number(value: Any, where: str, optional: bool) -> float | None:
-    """A finite number; None (or NaN, which Python's json writes for a missing mean) where allowed."""
+def _number(value: Any, where: str, optional: bool, name: str) -> float | None:
+    """A finite number in the range of the field `name` (RANGES; never negative unless listed; above 0
+    for POSITIVE); None (or NaN, which Python's json writes for a missing mean) where allowed."""
     if optional and (value is None or (isinstance(value, float) and math.isnan(value))):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SweepFormatError(f"{where}: expected a number, got {value!r}")
+        raise SweepFormatError(f"{where}: expected a number, got {show(value)}")
+    least, most = RANGES.get(name, NOT_NEGATIVE)
+    if (least is not None and value < least) or (most is not None and value > most) or (
+            name in POSITIVE and value <= 0):
+        bounds = ("above 0" if name in POSITIVE else f">= {least:g}" if most is None
+                  else f"from {least:g} to {most:g}")
+        raise SweepFormatError(f"{where}: expected a number {bounds}, got {show(value)}")
     return float(value)

@@ -23,6 +23,7 @@ is in the bundled runs: step 0's prefill is nearly all of it).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -70,9 +71,11 @@ def gap_shares(table: SweepTable | None, temperature: float) -> list[GapShares]:
         if cell.draft_cost is None or cell.verify_cost is None or cell.mean_accepted_length is None or not one_token:
             continue
         step_cost = cell.k * cell.draft_cost + cell.verify_cost           # in target-only forwards
+        at_measured_tau = cell.mean_accepted_length / step_cost if step_cost > 0 else 0.0
+        if not 0 < at_measured_tau < math.inf:     # a cell no model can be split against (an edited file's zeros)
+            continue
         expected = expected_tokens_per_step(fit.alpha, cell.k)
         model = expected_speedup(fit.alpha, cell.k, cell.draft_cost, cell.verify_cost)
-        at_measured_tau = cell.mean_accepted_length / step_cost
         steady = cell.tokens_per_s * statistics.fmean(one_token) / 1000.0   # over target-only's steady speed
         shares.append(GapShares(
             k=cell.k, model=model, measured=cell.speedup, tokens_per_step=cell.mean_accepted_length,

@@ -17,14 +17,15 @@ import gradio as gr
 
 from engine.config import MODEL_DRAFTER, ConfigError, SpecConfig
 from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
+from engine.device_costs import DeviceCosts
 from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
-from engine.device_costs import DeviceCosts
-from specviz.explore.views import ExploreViews, duration, progress_line, render_sweep
+from specviz.explore.views import ExploreViews, progress_line, render_sweep
 from specviz.policy import Policy
 from specviz.run.export import fresh_export_dir
 from specviz.runner import Runner, RunnerError, SweepRequest
+from specviz.serving.notices import duration
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.uploads import parse_upload

@@ -17,6 +17,7 @@ from specviz.explore.gap import gap_sentence, gap_shares
 from specviz.figures.gap import gap_figure
 from specviz.figures.sweep import heatmap_figure, multiplied, positions_figure, theory_figure
 from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
+from specviz.serving.notices import duration
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
 
@@ -85,8 +86,8 @@ def multiply_note(table: SweepTable) -> str:
     """Why τ is not 1 + k × r, shown on the cell where the two differ most."""
     worst, gap = None, 0.0
     for cell in table.cells:
-        product, _ = multiplied(cell)
-        if product is not None and abs(product - cell.mean_accepted_length) > gap:
+        product, drafts = multiplied(cell)
+        if product is not None and drafts is not None and abs(product - cell.mean_accepted_length) > gap:
             worst, gap = cell, abs(product - cell.mean_accepted_length)
     if worst is None or gap < 0.005:
         return ""
@@ -102,11 +103,13 @@ def multiply_note(table: SweepTable) -> str:
 
 
 def pick_temperature(table: SweepTable | None, wanted: float | None) -> float | None:
+    """`wanted` when the sweep has it, else its lowest temperature with chain cells (a sweep of trees
+    alone: its lowest), which the theory overlay can draw."""
     if table is None or not table.temperatures:
         return None
     if wanted is not None and float(wanted) in table.temperatures:
         return float(wanted)
-    return table.temperatures[0]
+    return next((t for t in table.temperatures if table.at(t)), table.temperatures[0])
 
 
 def about_html(table: SweepTable | None) -> str:
@@ -139,11 +142,3 @@ def progress_line(done: int, total: int, elapsed_s: float, eta_s: float | None) 
     """'Sweep: 12 / 56 runs · 1 min 20 s so far · about 6 min left'."""
     left = "estimating the time left…" if eta_s is None else f"about {duration(eta_s)} left"
     return f"Sweep: **{done} / {total}** runs · {duration(elapsed_s)} so far · {left}"
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"

@@ -24,6 +24,7 @@ from specviz.style import COLORS, SERIES, FigureStyle
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
 NO_SWEEP = "No sweep yet: press Run sweep, or upload a sweep JSON."
+NO_CHAINS = "This sweep has no chain cells at T = {t:g}, only token trees: see Trees vs chain below."
 
 METRICS: dict[str, tuple[str, str, Callable[[SweepCell], float | None], str, Quantity | None]] = {
     # name -> (title, subtitle, value of a cell, cell text format, the named quantity it shows)
@@ -110,6 +111,8 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
     cells = table.at(temperature)
+    if not cells:
+        return empty_figure(title, NO_CHAINS.format(t=temperature), style)
     fit = table.theory(temperature)
     ks = [cell.k for cell in cells]
     curve_ks = list(range(1, max(ks) + 1))
@@ -218,6 +221,8 @@ def positions_figure(table: SweepTable | None, temperature: float | None,
     title = BY_POSITION.name[:1].upper() + BY_POSITION.name[1:]
     if table is None or not table.cells or temperature not in table.temperatures:
         return empty_figure(title, NO_SWEEP, style)
+    if not table.at(temperature):
+        return empty_figure(title, NO_CHAINS.format(t=temperature), style)
     traces = []
     for number, cell in enumerate(table.at(temperature)):
         positions = list(range(1, len(cell.per_position_acceptance) + 1))

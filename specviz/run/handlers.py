@@ -1,16 +1,17 @@
 """Event handlers: plain methods bound to a Runner, each returning values for the layout's outputs.
 
-Generation is stepped inside the `run` generator; Stop sets the session's stop signal,
-which the generator reads between steps before it yields the final, stopped view
-(the partial trace stays in the session state). A run gets its signal as it joins the
-queue (`queued`), so Stop also cancels a run still waiting there: it never starts.
+A run goes through the server's run queue (specviz/serving/run_queue.py), whose worker steps
+it; the `run` generator watches it (specviz/run/watch.py): its place in the queue while it
+waits, then every step, or an identical run of another session's, shared. Stop sets the
+session's stop signal, which the watcher reads before it yields the final, stopped view (the
+partial trace stays in the session state). A run gets its signal as it joins Gradio's queue
+(`queued`), so Stop also cancels a run still waiting: it never starts.
 Every problem a user can cause becomes a gr.Error with one clear sentence.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Iterator
 
@@ -18,7 +19,6 @@ import gradio as gr
 
 from engine.config import ConfigError, SpecConfig
 from engine.formats.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
-from specviz import updates
 from specviz.controls import Controls
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
@@ -29,7 +29,9 @@ from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import Views, render, shown_tree
-from specviz.runner import Generation, RunRequest, Runner, RunnerError
+from specviz.run.watch import Watch, status_only
+from specviz.runner import RunRequest, Runner
+from specviz.serving.run_queue import QueueFull, RunQueue
 from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
 from specviz.uploads import parse_upload
@@ -41,14 +43,16 @@ REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a p
 
 class Handlers(Stoppable):
     """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
-    `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts."""
+    `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts;
+    runs go through `queue` (specviz/serving/run_queue.py; a fresh one of `runner` by default)."""
 
     def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S,
-                 policy: Policy = Policy()):
+                 policy: Policy = Policy(), queue: RunQueue | None = None):
         self.runner = runner
         self.min_interval = min_interval
         self.replay_delay = replay_delay
         self.policy = policy
+        self.queue = queue if queue is not None else RunQueue(runner)
         super().__init__()
 
     # --- run / stop -----------------------------------------------------------------------
@@ -57,7 +61,7 @@ class Handlers(Stoppable):
             temperature: float, top_p: float, top_k: float,
             max_new_tokens: float, seed: float, draft_dtype: str, target_dtype: str, with_baseline: bool,
             request: gr.Request = None, progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
-        """Load the pair if needed, then step the generation here, yielding every view as it grows.
+        """Join the run queue (or an identical run already here) and show the run as it grows.
 
         `large` and `width` (viewport pixels) size the figures; the parameters after them are the
         Controls fields, in order (named for API users).
@@ -70,56 +74,15 @@ class Handlers(Stoppable):
                                             tree_branch, temperature, top_p, top_k, max_new_tokens, seed,
                                             draft_dtype, target_dtype, with_baseline), self.policy)
             style = FigureStyle.for_screen(large, width)
-            progress(0.0, desc=f"Loading {run_request.models.label}…")
             try:
-                generation = self.runner.start(run_request,
-                                               progress=lambda fraction, message: progress(fraction, desc=message))
-            except (RunnerError, ValueError) as error:
-                raise gr.Error(f"Could not start: {error}") from None
-            except Exception as error:  # an unexpected engine failure: log it, tell the user in one line
-                LOG.exception("starting a run failed")
-                raise gr.Error(f"Could not start: {type(error).__name__}: {error}") from None
-            yield status_only(trace, "Models ready: reading the prompt (the first step includes the prefill)…")
-            yield from self._stream(generation, style, stop)
-            trace = generation.trace()
-            if stop.is_set():
-                status = f"Stopped: the {len(trace.steps)} steps recorded so far are kept."
-                yield render(trace, status, style=style).outputs()
-                return
-            yield render(trace, finished_status(trace), style=style).outputs()
-            if run_request.with_baseline:
-                yield from self._baseline(run_request, trace, style)
-
-    def _stream(self, generation: Generation, style: FigureStyle, stop: threading.Event) -> Iterator[Outputs]:
-        last_yield, render_s = 0.0, 0.0
-        while not generation.is_done and not stop.is_set():
+                seat = self.queue.join(run_request, stop)
+            except QueueFull as error:
+                raise gr.Error(str(error)) from None
+            watch = Watch(self.queue, seat, trace, style, stop, progress, self.min_interval)
             try:
-                generation.step()
-            except Exception as error:  # the engine failed mid-run: keep what it recorded, then say why
-                LOG.exception("a generation step failed")
-                trace = _partial(generation)
-                if trace is not None:
-                    yield render(trace, f"Stopped by an error after {len(trace.steps)} steps.", style=style).outputs()
-                raise gr.Error(f"Generation failed: {error}. The steps recorded before it are kept.") from None
-            # Redraw at most every min_interval, and never spend more than a third of the time drawing.
-            if time.monotonic() - last_yield >= max(self.min_interval, 2 * render_s) and not stop.is_set():
-                started = time.monotonic()
-                trace = generation.trace()
-                status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
-                          if trace.steps else "Running…")
-                views = render(trace, status, live=True, style=style).outputs()
-                last_yield = time.monotonic()
-                render_s = last_yield - started
-                yield views
-
-    def _baseline(self, request: RunRequest, trace: Trace, style: FigureStyle) -> Iterator[Outputs]:
-        yield render(trace, "Running target-only decoding for comparison…", style=style).outputs()
-        try:
-            compared = self.runner.with_baseline(request, trace)
-        except Exception as error:  # the speculative run is already shown: keep it, say what failed
-            LOG.exception("the target-only baseline failed")
-            raise gr.Error(f"The target-only comparison failed: {error}. The speculative run is kept.") from None
-        yield render(compared, finished_status(compared), style=style).outputs()
+                yield from watch.updates()
+            finally:
+                watch.leave()
 
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:
@@ -221,26 +184,8 @@ class Handlers(Stoppable):
         return [str(path) for path in export_files(trace, figures, directory, views.scrubber.value)]
 
 
-def status_only(trace: Trace | None, status: str) -> Outputs:
-    """Outputs that change the status line only (the session keeps `trace`)."""
-    return updates.status_only(Views.names(), status, {"trace": trace})
-
-
-def finished_status(trace: Trace) -> str:
-    summary = trace.summary
-    why = "stopped at EOS" if trace.steps and trace.steps[-1].eos else f"reached {summary.new_tokens} new tokens"
-    return f"Done: {summary.steps} steps, {why}. Scrub through the steps below."
-
-
 def _request(controls: Controls, policy: Policy) -> RunRequest:
     try:
         return controls.to_request(policy)
     except ValueError as error:
         raise gr.Error(str(error)) from None
-
-
-def _partial(generation: Generation) -> Trace | None:
-    try:
-        return generation.trace()
-    except Exception:  # a broken generation may not even give its partial trace
-        return None

@@ -18,16 +18,17 @@ from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
 from specviz.runner import CUSTOM, Runner
+from specviz.serving.run_queue import CAPACITY, VIEWERS, RunQueue
 
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its last run or upload
 
 
 def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Checkbox, width: gr.Number,
-            gpu: Callable[[Callable], Callable]) -> None:
+            gpu: Callable[[Callable], Callable], queue_size: int = CAPACITY) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
-    page's text-size toggle and viewport width."""
-    handlers = Handlers(runner, policy=policy)
+    page's text-size toggle and viewport width; `queue_size` distinct runs may wait at once."""
+    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size))
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)
     recorded = RecordedRuns(demo_trace, policy)
@@ -52,10 +53,12 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     # preprocess=False: Controls checks the raw values itself, so an API caller's bad value
     # (text for a number, a value out of range) gets the same clear sentence as the page's.
     # The validator runs as a request joins the queue: Stop reaches a run still waiting there.
+    # Runs wait in the tab's own queue (specviz/serving/), which tells each its place and joins
+    # identical requests to one run, so up to VIEWERS pages watch at once instead of one.
     shown_elsewhere = dict(fn=lambda: gr.update(value=None), outputs=recorded_pick, show_progress="hidden",
                            queue=False, api_visibility="private")   # a new run or upload: no recorded run is shown
     run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
-              show_progress_on=[views["status"]], api_name="run", preprocess=False,
+              show_progress_on=[views["status"]], api_name="run", preprocess=False, concurrency_limit=VIEWERS,
               validator=handlers.queued).success(**shown_elsewhere)
     views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,
                           show_progress="hidden", concurrency_limit=8, api_visibility="private")

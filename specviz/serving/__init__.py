@@ -1,0 +1,1 @@
+"""How one server serves a class: the Run tab's queue, identical requests sharing one run, and the wait estimate."""
