@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-from specviz.space import use_persistent_storage  # noqa: E402
+from specviz.serving.space import use_persistent_storage  # noqa: E402
 
 use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, which reads HF_HOME once
 
@@ -27,8 +27,8 @@ from engine.runtime.compute_thread import ComputeThread, StepsOnComputeThread  #
 from engine.formats.sweep_format import sweep_document  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
-from specviz.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
-from specviz.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
+from specviz.serving.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
+from specviz.serving.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
 from specviz.serving.run_queue import VIEWERS  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
@@ -44,7 +44,7 @@ LOG = logging.getLogger("specviz.app")
 
 
 class EngineRunner:
-    """specviz.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
+    """specviz.serving.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
     (engine/runtime/compute_thread.py): spread over Gradio's worker threads, each step was slower
     (docs/benchmark.md, "Measurements quoted in code")."""

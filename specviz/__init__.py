@@ -2,5 +2,5 @@
 
 Nothing in this package imports torch: it reads traces (engine.formats.trace, engine.records,
 engine.metrics, engine.config are pure Python) and drives models only through the
-`specviz.runner.Runner` protocol that app.py implements around the engine.
+`specviz.serving.runner.Runner` protocol that app.py implements around the engine.
 """

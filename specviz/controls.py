@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import DRAFT_DTYPES, MODEL_DRAFTER, TARGET_DTYPES, ConfigError, SpecConfig
-from specviz.policy import Policy
-from specviz.runner import CUSTOM, ModelChoice, RunRequest
+from specviz.serving.policy import Policy
+from specviz.serving.runner import CUSTOM, ModelChoice, RunRequest
 from specviz.updates import ComponentFields
 
 MAX_PROMPT_CHARS = 8000

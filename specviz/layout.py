@@ -1,4 +1,4 @@
-"""The page: a header with the large-text toggle and the model status line (specviz/load_status.py),
+"""The page: a header with the large-text toggle and the model status line (specviz/serving/load_status.py),
 then four tabs, each built by its own folder: Run (specviz/run/tab.py), Race (specviz/race/tab.py),
 Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
 
@@ -18,11 +18,11 @@ from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trac
 from specviz.explore.tab import explore_tab
 from specviz.lab.tab import lab_tab
 from specviz.lab.views import KEYS, LabSet, recorded_lab
-from specviz.load_status import load_status_line
-from specviz.policy import Policy
+from specviz.serving.load_status import load_status_line
+from specviz.serving.policy import Policy
 from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
-from specviz.runner import Runner
+from specviz.serving.runner import Runner
 from specviz.serving.run_queue import CAPACITY
 
 TITLE = "SpecViz: speculative decoding, step by step"

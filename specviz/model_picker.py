@@ -7,8 +7,8 @@ from typing import Any
 import gradio as gr
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
-from specviz.policy import Policy
-from specviz.runner import CUSTOM, Runner
+from specviz.serving.policy import Policy
+from specviz.serving.runner import CUSTOM, Runner
 
 
 def custom_note(policy: Policy) -> str:

@@ -9,7 +9,7 @@ import threading
 import gradio as gr
 
 from engine.formats.trace import Trace
-from specviz.runner import ProgressFn, RunRequest, Runner, RunnerError
+from specviz.serving.runner import ProgressFn, RunRequest, Runner, RunnerError
 
 LOG = logging.getLogger(__name__)
 

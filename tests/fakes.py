@@ -14,7 +14,7 @@ from engine.metrics import BaselineStats
 from engine.records import StepRecord
 from engine.formats.trace import Trace
 from race_factory import make_race
-from specviz.runner import (LoadStatus, PresetInfo, ProgressFn, RaceProgress, RunnerError, RunRequest, SweepRequest,
+from specviz.serving.runner import (LoadStatus, PresetInfo, ProgressFn, RaceProgress, RunnerError, RunRequest, SweepRequest,
                             SweepUpdate)
 from sweep_factory import make_cell, make_sweep
 from trace_factory import make_steps, trace_from_steps

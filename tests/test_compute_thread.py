@@ -13,7 +13,7 @@ import pytest
 
 from app import EngineRunner
 from engine.runtime.compute_thread import ComputeThread
-from specviz.runner import ModelChoice, RunRequest, SweepRequest
+from specviz.serving.runner import ModelChoice, RunRequest, SweepRequest
 from engine.config import SpecConfig
 
 REQUEST_ID = contextvars.ContextVar("request_id", default=None)

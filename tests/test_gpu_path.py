@@ -21,9 +21,9 @@ from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
 from engine.formats.trace import Trace, TraceFormatError
 from engine.loading.tiny import build_tiny_pair
 from engine.metrics import expected_speedup
-from specviz.load_status import device_costs_text, load_status_text
+from specviz.serving.load_status import device_costs_text, load_status_text
 from specviz.run.output_view import metrics_html
-from specviz.runner import LoadStatus
+from specviz.serving.runner import LoadStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 H200_LIKE = DeviceCosts(device="NVIDIA H200", cache="static", graphs=True, target_token_ms=4.0, draft_token_ms=3.0,

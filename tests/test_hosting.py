@@ -16,9 +16,9 @@ from fakes import FakeRunner
 from specviz.run.handlers import Handlers
 from specviz.layout import build_demo
 from specviz.controls import Controls
-from specviz.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
-from specviz.runner import CUSTOM, ModelChoice, RunRequest
-from specviz.space import SPACE_ENV, use_persistent_storage
+from specviz.serving.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
+from specviz.serving.runner import CUSTOM, ModelChoice, RunRequest
+from specviz.serving.space import SPACE_ENV, use_persistent_storage
 from test_ui_handlers import controls, progress
 
 HOSTED = Policy.hosted_default()

@@ -16,8 +16,8 @@ from app import EngineRunner
 from engine.config import SpecConfig
 from engine.presets import ModelLoadError
 from fakes import FakeRunner
-from specviz.load_status import load_status_text
-from specviz.runner import LoadStatus, ModelChoice, RunRequest
+from specviz.serving.load_status import load_status_text
+from specviz.serving.runner import LoadStatus, ModelChoice, RunRequest
 from ui_server import serve
 
 TINY = ModelChoice(preset="tiny-random")

@@ -14,7 +14,7 @@ from engine.formats.trace import Trace, TraceFormatError
 from engine.decode.verify import accept_greedy, accept_sampling
 from records_factory import make_trace
 from specviz.controls import Controls
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 
 VOCAB = 6
 

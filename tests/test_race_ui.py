@@ -15,10 +15,10 @@ from engine.formats.race import Race
 from fakes import FakeRunner
 from race_factory import make_race
 from specviz.layout import build_demo
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.race.handlers import RaceHandlers
 from specviz.race.views import race_html, verdict
-from specviz.runner import CUSTOM
+from specviz.serving.runner import CUSTOM
 
 SHOWN = make_race()
 

@@ -18,7 +18,7 @@ from fakes import FakeRunner
 from specviz.controls import Controls
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
-from specviz.runner import ModelChoice, RunRequest
+from specviz.serving.runner import ModelChoice, RunRequest
 from specviz.serving.run_queue import QueueFull, RunQueue, run_key, speed_kind
 from specviz.serving.shared_run import DONE, QUEUED, STOPPED
 from specviz.serving.wait_estimate import SpeedLog

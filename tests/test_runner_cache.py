@@ -16,7 +16,7 @@ from app import MAX_LOADED_PAIRS, EngineRunner
 from engine.config import SpecConfig
 from engine.loading import models
 from engine.loading.tiny import build_tiny_pair
-from specviz.runner import ModelChoice, RunnerError, RunRequest
+from specviz.serving.runner import ModelChoice, RunnerError, RunRequest
 
 TINY_CHOICES = [ModelChoice(preset="tiny-random", draft_dtype=draft, target_dtype=target)
                 for target, draft in product(("float32", "bfloat16"), ("float32", "bfloat16", "float16"))]

@@ -20,7 +20,7 @@ from engine.formats.trace import MAX_TRACE_BYTES
 from fakes import FakeRunner
 from specviz.controls import MAX_PROMPT_CHARS
 from specviz.run.handlers import Handlers
-from specviz.runner import CUSTOM
+from specviz.serving.runner import CUSTOM
 from specviz.run.views import Views
 from test_models import _fake_gguf, _save_tiny
 from test_ui_handlers import controls, progress

@@ -16,7 +16,7 @@ import pytest
 
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, DEMO_SWEEP, DemoTrace
-from specviz.stop import StopSignals
+from specviz.serving.stop import StopSignals
 from trace_factory import make_trace
 from ui_server import serve
 

@@ -142,7 +142,7 @@ def test_the_pair_loads_once_under_the_lock_and_stays_read_only(monkeypatch):
 
     monkeypatch.setattr(engine, "load_pair", slow_load)
     runner, barrier = EngineRunner(device="cpu"), threading.Barrier(8)
-    from specviz.runner import ModelChoice, RunRequest
+    from specviz.serving.runner import ModelChoice, RunRequest
 
     def start(seed: int):
         barrier.wait()

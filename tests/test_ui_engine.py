@@ -9,7 +9,7 @@ from gradio_client import Client
 
 from app import EngineRunner
 from engine.config import SpecConfig
-from specviz.runner import ModelChoice, RunnerError, RunRequest
+from specviz.serving.runner import ModelChoice, RunnerError, RunRequest
 from specviz.run.views import Views
 from ui_server import serve
 

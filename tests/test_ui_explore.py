@@ -24,8 +24,8 @@ from specviz.explore.compare import Comparison, CompareHandlers, CompareViews, S
 from specviz.explore.handlers import ExploreHandlers, SweepControls, parse_seeds
 from specviz.explore.views import ExploreViews
 from specviz.figures.alignment import alignment_figure, placed_tokens
-from specviz.policy import Policy
-from specviz.runner import ModelChoice, SweepRequest
+from specviz.serving.policy import Policy
+from specviz.serving.runner import ModelChoice, SweepRequest
 from sweep_factory import make_sweep
 from trace_factory import make_trace
 

@@ -17,10 +17,10 @@ from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
 from specviz.controls import Controls
-from specviz.policy import MIN_TOP_P, Policy
+from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
-from specviz.runner import CUSTOM
+from specviz.serving.runner import CUSTOM
 from specviz.run.views import Views, render
 from trace_factory import make_trace
 

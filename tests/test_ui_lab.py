@@ -14,7 +14,7 @@ from specviz.assets import ASSETS_DIR, LAB_PREFIX, load_demo_trace, load_lab_tra
 from specviz.lab.handlers import LabHandlers
 from specviz.lab.views import (KEYS, REFERENCE, RUN_ORDER, WHAT_IF, LabSet, LabViews, choice, difference, recorded_lab,
                                render_lab, render_step)
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from trace_factory import make_trace
 
 NAMES = LabViews.names()

@@ -1,5 +1,5 @@
 """Stop reaches a run still waiting in the queue: it never starts. First the stop signals alone
-(specviz/stop.py), then two sessions on a launched server with the fake runner: A runs, B waits
+(specviz/serving/stop.py), then two sessions on a launched server with the fake runner: A runs, B waits
 behind it in the Run tab's queue (specviz/serving/) and presses Stop, B never reaches the runner
 and A finishes."""
 
@@ -12,7 +12,7 @@ from typing import Callable
 from gradio_client import Client
 
 from fakes import FakeRunner
-from specviz.stop import StopSignals
+from specviz.serving.stop import StopSignals
 from specviz.run.views import Views
 from ui_server import serve
 

@@ -16,7 +16,7 @@ from engine.config import SpecConfig
 from specviz.figures.tree import step_tree_figure
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
-from specviz.runner import ModelChoice, RunRequest
+from specviz.serving.runner import ModelChoice, RunRequest
 from test_ui_tree import cells, check_gather, check_layout
 
 TINY = ModelChoice(preset="tiny-random")

@@ -43,7 +43,7 @@ from specviz.explore.settings import settings_note, settings_values
 from specviz.explore.trees import TreeHandlers
 from specviz.race.handlers import RaceHandlers
 from specviz.run.handlers import Handlers
-from specviz.uploads import parse_upload
+from specviz.serving.uploads import parse_upload
 from trace_factory import make_trace
 
 TRACES = sorted((ASSETS_DIR / "traces").glob("*.json"))

@@ -16,8 +16,8 @@ import gradio as gr  # noqa: E402
 from app import MAX_SESSIONS, MAX_THREADS, MAX_UPLOAD, QUEUE_SIZE  # noqa: E402
 from specviz.assets import DemoTrace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
-from specviz.policy import Policy  # noqa: E402
-from specviz.runner import Runner  # noqa: E402
+from specviz.serving.policy import Policy  # noqa: E402
+from specviz.serving.runner import Runner  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
 

@@ -22,11 +22,11 @@ from specviz.figures.alignment import alignment_figure, first_difference
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE
 from specviz.figures.timeline import timeline_figure
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, Quantity
 from specviz.recording import record_run
-from specviz.runner import RunRequest, Runner
-from specviz.stop import STOPPED_IN_QUEUE, Stoppable
+from specviz.serving.runner import RunRequest, Runner
+from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.tokens import formatted, percent
 from specviz.updates import ComponentFields

@@ -22,13 +22,13 @@ from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
 from specviz.explore.views import ExploreViews, progress_line, render_sweep
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.run.export import fresh_export_dir
-from specviz.runner import Runner, RunnerError, SweepRequest
+from specviz.serving.runner import Runner, RunnerError, SweepRequest
 from specviz.serving.notices import duration
-from specviz.stop import STOPPED_IN_QUEUE, Stoppable
+from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
-from specviz.uploads import parse_upload
+from specviz.serving.uploads import parse_upload
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]

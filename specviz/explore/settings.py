@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from engine.formats.sweep_reader import SweepTable
 from specviz.explore.handlers import MAX_NEW_TOKENS, TEMPERATURES
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
 DEFAULT_TEMPERATURES = (0.0, 0.7)

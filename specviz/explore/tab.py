@@ -19,9 +19,9 @@ from specviz.explore.settings import SETTING_NAMES, settings_note, settings_valu
 from specviz.explore.trees import trees_section
 from specviz.explore.views import ExploreViews, render_sweep
 from specviz.model_picker import model_picker, picker_changed
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP
-from specviz.runner import Runner
+from specviz.serving.runner import Runner
 
 SWEEP_NOTE = ("Each (temperature, prompt, seed) is also decoded once by the target alone, for the speedup. "
               "Stop keeps the finished runs.")

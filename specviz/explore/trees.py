@@ -20,7 +20,7 @@ from specviz.assets import RecordedSweep
 from specviz.figures.tree_budget import NO_BUDGETS, budget_verdicts, tree_budget_figure, tree_depth
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
-from specviz.uploads import parse_upload
+from specviz.serving.uploads import parse_upload
 
 HEADING = ("<h2 class='sv-section'>Trees vs chain</h2><p class='sv-muted'>A token tree drafts several guesses "
            "per position (the draft's top choices) and the target checks every branch in one forward, so more of "

@@ -17,12 +17,12 @@ from engine.formats.trace import Trace
 from specviz import updates
 from specviz.controls import checked_prompt, choose_models
 from specviz.lab.views import REFERENCE, RUN_ORDER, LabSet, LabViews, choice, render_lab, render_step
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.recording import record_run
 from specviz.run.step_detail import step_after
 from specviz.run.views import shown_tree
-from specviz.runner import RunRequest, Runner
-from specviz.stop import STOPPED_IN_QUEUE, Stoppable
+from specviz.serving.runner import RunRequest, Runner
+from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 
 LOG = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from specviz.assets import ASSETS_DIR, load_examples
 from specviz.lab.handlers import MAX_LAB_TOKENS, LabHandlers
 from specviz.lab.views import CHOICES, LabSet, LabViews, render_lab
 from specviz.model_picker import model_picker, picker_changed
-from specviz.policy import Policy
-from specviz.runner import Runner
+from specviz.serving.policy import Policy
+from specviz.serving.runner import Runner
 
 INTRO = ("<div class='sv-tab-intro'><p>Speculative decoding is only lossless when every piece is in place. "
          "Walk through the engine as it is built: <b>A</b> drafts and verifies but cleans nothing up, "

@@ -14,12 +14,12 @@ from engine.config import SpecConfig
 from engine.formats.race import MAX_RACE_BYTES, Race, RaceFormatError
 from specviz.controls import Controls
 from specviz.model_picker import picker_changed
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.race.views import race_html
 from specviz.run.export import fresh_export_dir
-from specviz.runner import RaceProgress, RunRequest, Runner, RunnerError
-from specviz.stop import STOPPED_IN_QUEUE, Stoppable
-from specviz.uploads import parse_upload
+from specviz.serving.runner import RaceProgress, RunRequest, Runner, RunnerError
+from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
+from specviz.serving.uploads import parse_upload
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, Any, str]           # the session's race, the race view, the status line

@@ -12,11 +12,11 @@ import gradio as gr
 from engine.formats.race import Race
 from specviz.assets import ASSETS_DIR, load_examples
 from specviz.model_picker import model_picker
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.race.handlers import RaceHandlers
 from specviz.race.player import PLAYER_JS, REPLAY_JS, player_css
 from specviz.race.views import race_html
-from specviz.runner import Runner
+from specviz.serving.runner import Runner
 
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 MAX_RACE_TOKENS = 256        # a race is watched in real time: two lanes of this many tokens is long enough

@@ -24,17 +24,17 @@ from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
 from specviz.model_picker import picker_changed
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import Views, render, shown_tree
 from specviz.run.watch import Watch, status_only
-from specviz.runner import RunRequest, Runner
+from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
-from specviz.stop import STOPPED_IN_QUEUE, Stoppable, session_key
+from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
-from specviz.uploads import parse_upload
+from specviz.serving.uploads import parse_upload
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]

@@ -10,7 +10,7 @@ import gradio as gr
 
 from engine.formats.trace import Trace
 from specviz.assets import DemoTrace
-from specviz.policy import Policy
+from specviz.serving.policy import Policy
 from specviz.run.views import render
 from specviz.style import FigureStyle
 

@@ -13,11 +13,11 @@ from engine.config import (DRAFT_DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_D
                            TARGET_DTYPES, SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
-from specviz.policy import MIN_TOP_P, Policy
+from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
-from specviz.runner import CUSTOM, Runner
+from specviz.serving.runner import CUSTOM, Runner
 from specviz.serving.run_queue import CAPACITY, VIEWERS, RunQueue
 
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."

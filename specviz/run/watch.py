@@ -23,7 +23,7 @@ from specviz.run.views import Views, render
 from specviz.serving.notices import queue_line, shared_notice, with_notice
 from specviz.serving.run_queue import RunQueue, Seat
 from specviz.serving.shared_run import BASELINE, DONE, FAILED, QUEUED, RUNNING, STARTING, Snapshot
-from specviz.stop import STOPPED_IN_QUEUE
+from specviz.serving.stop import STOPPED_IN_QUEUE
 from specviz.style import FigureStyle
 
 Outputs = tuple[Any, ...]

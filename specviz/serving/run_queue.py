@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from engine.formats.trace import Trace
-from specviz.runner import Generation, RunRequest, Runner, RunnerError
+from specviz.serving.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.serving.shared_run import DONE, FAILED, STOPPED, SharedRun
 from specviz.serving.wait_estimate import SpeedLog, run_seconds
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from engine.formats.trace import Trace
-from specviz.runner import RunRequest
+from specviz.serving.runner import RunRequest
 
 QUEUED, STARTING, RUNNING, BASELINE = "queued", "starting", "running", "baseline"
 DONE, FAILED, STOPPED = "done", "failed", "stopped"

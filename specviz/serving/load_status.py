@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
-from specviz.runner import LoadStatus, Runner
+from specviz.serving.runner import LoadStatus, Runner
 
 TICK_S = 1.0
 LATENCY_BOUND_C = 0.5        # above this, say why a small draft costs nearly what the target does

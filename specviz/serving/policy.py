@@ -15,8 +15,8 @@ from typing import Mapping
 
 from engine.config import MAX_TREE_NODES, NGRAM_DRAFTER, ConfigError, SpecConfig
 from engine.presets import PRESETS, TINY_RANDOM, looks_like_path
-from specviz.runner import ModelChoice, RunRequest
-from specviz.space import on_space
+from specviz.serving.runner import ModelChoice, RunRequest
+from specviz.serving.space import on_space
 
 HOSTED_ENV = "SPECVIZ_HOSTED"
 MIN_TOP_P = 0.05            # the top-p slider's floor (top-p 0 would keep no token)

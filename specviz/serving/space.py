@@ -1,7 +1,7 @@
 """Running on a Hugging Face Space: how the app knows (the `SPACE_ID` variable every Space
 sets) and where a Space's caches go (its persistent storage, `/data`, when it has one), so
 the one-time conversion of the default weights survives a restart. Plain functions of the
-environment; app.py calls them at start-up. Hosted mode's default is in specviz/policy.py.
+environment; app.py calls them at start-up. Hosted mode's default is in specviz/serving/policy.py.
 """
 
 from __future__ import annotations
