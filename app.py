@@ -10,6 +10,7 @@ load, so the page, with its recorded trace, never waits for torch (docs/benchmar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import threading
@@ -176,11 +177,12 @@ class EngineRunner:
         progress(0.0, "starting the engine (the first run imports torch and transformers)")
         from engine import load_pair
         from engine.presets import ModelLoadError
+        key = self._resolved(models).key
         with self._lock:
-            if models.key in self._pairs:
-                self._pairs.move_to_end(models.key)
+            if key in self._pairs:
+                self._pairs.move_to_end(key)
                 progress(1.0, "models ready")
-                return self._pairs[models.key]
+                return self._pairs[key]
             # A custom pair without a draft model uses the n-gram drafter (it loads no draft model).
             which = ({"preset": models.preset} if models.preset
                      else {"draft": models.draft or NGRAM_DRAFTER, "target": models.target})
@@ -189,8 +191,22 @@ class EngineRunner:
                                  target_dtype=models.target_dtype, progress=progress, before_weights=self._make_room)
             except ModelLoadError as error:
                 raise RunnerError(str(error)) from None
-            self._pairs[models.key] = pair
+            self._pairs[key] = pair
             return pair
+
+    def _resolved(self, models: ModelChoice) -> ModelChoice:
+        """`models` with its "auto" dtypes spelled out for this server's device, so a request that
+        names the dtype "auto" would pick (the page names float32 for a CPU's target) gets the pair
+        loaded for "auto" (the start-up load) instead of a second copy of the same weights."""
+        from engine.config import resolve_target_dtype
+        from engine.loading.models import resolve_device, resolve_draft_dtype
+        from engine.presets import ModelLoadError
+        try:
+            device = resolve_device(self.device)
+        except ModelLoadError as error:
+            raise RunnerError(str(error)) from None
+        return dataclasses.replace(models, draft_dtype=resolve_draft_dtype(models.draft_dtype, device),
+                                   target_dtype=resolve_target_dtype(models.target_dtype, device.type))
 
     def _make_room(self) -> None:
         """Drop least recently used pairs until one more fits (called with the lock held)."""

@@ -72,3 +72,15 @@ def test_a_full_cache_drops_its_least_recently_used_pair_before_the_new_weights_
     assert pair_of(runner, new).target_name == new.target
     assert alive_before and alive_when_weights_load == [False]   # freed before the new weights, not after
     assert pair_of(runner, kept) is kept_pair
+
+
+def test_a_request_that_names_the_dtypes_auto_picks_shares_the_pair_loaded_for_auto():
+    """The start-up load asks for "auto" dtypes; the page names them (a CPU's target: float32). Both are
+    the same weights: the second request must find the first pair, not load a second copy (on the
+    default pair that was 6.6 GB more after the first Run)."""
+    runner = EngineRunner(device="cpu")
+    loaded_for_auto = pair_of(runner, ModelChoice(preset="tiny-random"))
+    spelled_out = ModelChoice(preset="tiny-random", target_dtype="float32",
+                              draft_dtype=models.resolve_draft_dtype("auto", models.resolve_device("cpu")))
+    assert pair_of(runner, spelled_out) is loaded_for_auto
+    assert pair_of(runner, ModelChoice(preset="tiny-random", target_dtype="bfloat16")) is not loaded_for_auto
