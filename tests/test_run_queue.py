@@ -14,6 +14,7 @@ import time
 import gradio as gr
 import pytest
 
+from control_values import controls, progress
 from fakes import FakeRunner
 from specviz.controls import Controls
 from specviz.run.handlers import Handlers
@@ -30,18 +31,6 @@ SHARED = "**Shared run**: the same models, prompt, settings and seed as"
 OTHER_VALUES = dict(preset="smollm2-ngram", drafter="ngram", prompt="def sub(a, b):", k=3, tree_nodes=8,
                     tree_branch=2, temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=32, seed=1,
                     draft_dtype="bfloat16", target_dtype="bfloat16", with_baseline=True)
-
-
-def controls(**changes) -> list:
-    values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
-                  adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
-                  max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
-    values.update(changes)
-    return [values[name] for name in Controls.names()]
-
-
-def progress(fraction, desc=None):
-    """Stands in for gr.Progress outside a Gradio request."""
 
 
 class Session:

@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from control_values import controls, progress
 from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
@@ -25,18 +26,6 @@ from specviz.run.views import Views, render
 from trace_factory import make_trace
 
 NAMES = Views.names()
-
-
-def controls(**changes):
-    values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
-                  adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
-                  max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
-    values.update(changes)
-    return [values[name] for name in Controls.names()]
-
-
-def progress(fraction, desc=None):
-    """Stands in for gr.Progress outside a Gradio request."""
 
 
 def run_all(handlers, **changes):
