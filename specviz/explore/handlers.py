@@ -98,13 +98,20 @@ def parse_seeds(text: str | None) -> tuple[int, ...]:
 
 class ExploreHandlers(Stoppable):
     """Sweep behaviour bound to a Runner; `min_interval` (seconds) throttles how often figures redraw,
-    `policy` is what this server accepts."""
+    `policy` is what this server accepts; `shown_first` is the sweep a page shows before its session
+    has one (the session's state starts as None, as the Run tab's does: specviz/run/tab.py)."""
 
-    def __init__(self, runner: Runner, min_interval: float = 0.5, policy: Policy = Policy()):
+    def __init__(self, runner: Runner, min_interval: float = 0.5, policy: Policy = Policy(),
+                 shown_first: SweepTable | None = None):
         super().__init__()
         self.runner = runner
         self.min_interval = min_interval
         self.policy = policy
+        self.shown_first = shown_first
+
+    def _session_table(self, table: SweepTable | None) -> SweepTable | None:
+        """The session's sweep; before it has one, the sweep its page opened on."""
+        return table if table is not None else self.shown_first
 
     def sweep(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
               preset: str, draft: str, target: str, drafter: str, ks: list, temperatures: list, prompts: list,
@@ -117,6 +124,7 @@ class ExploreHandlers(Stoppable):
         except (ConfigError, ValueError, TypeError) as error:
             raise gr.Error(str(error)) from None
         style = FigureStyle.for_screen(large, width)
+        table = self._session_table(table)
         with self.stop_signal(request) as stop:
             if stop.is_set():
                 yield status_only(table, STOPPED_IN_QUEUE)
@@ -168,13 +176,14 @@ class ExploreHandlers(Stoppable):
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
                            width: float | None) -> tuple[Any, Any, Any, Any]:
         """The theory overlay, the gap's shares and the per-position lines at another temperature."""
-        views = render_sweep(table, "", temperature, FigureStyle.for_screen(large, width), self.device_costs())
+        views = render_sweep(self._session_table(table), "", temperature, FigureStyle.for_screen(large, width),
+                             self.device_costs())
         return views.theory, views.gap, views.gap_words, views.positions
 
     def restyle(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
                 status: str) -> Outputs:
-        return render_sweep(table, status, temperature, FigureStyle.for_screen(large, width),
-                            self.device_costs()).outputs()
+        return render_sweep(self._session_table(table), status, temperature,
+                            FigureStyle.for_screen(large, width), self.device_costs()).outputs()
 
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Show an uploaded sweep JSON; a bad file is a gr.Error and the current sweep stays."""
@@ -186,6 +195,7 @@ class ExploreHandlers(Stoppable):
 
     def download(self, table: SweepTable | None) -> list[str]:
         """The sweep as JSON (every run) and CSV (one row per cell), in a fresh folder."""
+        table = self._session_table(table)
         if table is None or not table.cells:
             raise gr.Error("There is no sweep to download yet: run one or upload one first.")
         directory = fresh_export_dir()

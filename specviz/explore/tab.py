@@ -38,7 +38,7 @@ COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where pr
 def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: RecordedSweep,
                 policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
     """The tab's components and events; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU)."""
-    sweeps = ExploreHandlers(runner, policy=policy)
+    sweeps = ExploreHandlers(runner, policy=policy, shown_first=recorded.table)
     compares = CompareHandlers(runner, policy=policy)
     examples = load_examples(ASSETS_DIR)
     initial = render_sweep(recorded.table, _recorded_status(recorded))
@@ -121,7 +121,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
 
 
 def _sweep_views(initial: ExploreViews) -> dict[str, Any]:
-    v: dict[str, Any] = {"table": gr.State(initial.table)}
+    v: dict[str, Any] = {"table": gr.State(None)}     # None: the recorded sweep (why: specviz/run/tab.py)
     v["status"] = gr.Markdown(initial.status, elem_id="sv-sweep-status")
     v["about"] = gr.HTML(initial.about, elem_id="sv-sweep-about")
     with gr.Row(equal_height=False, elem_id="sv-heatmaps"):

@@ -84,7 +84,12 @@ def _count(number: int, noun: str) -> str:
 
 
 class TreeHandlers:
-    """The section's events: an uploaded sweep, and a redraw for the large-text toggle or a new width."""
+    """The section's events: an uploaded sweep, and a redraw for the large-text toggle or a new width.
+    `shown_first` is the sweep a page shows before its session uploads one (the session's state starts
+    as None, as the Run tab's does: specviz/run/tab.py)."""
+
+    def __init__(self, shown_first: SweepTable | None = None):
+        self.shown_first = shown_first
 
     def upload(self, data: bytes | None, large: bool, width: float | None) -> tuple:
         """Show an uploaded sweep; a bad file is a gr.Error and the shown sweep stays."""
@@ -94,18 +99,19 @@ class TreeHandlers:
         return render_trees(table, "the uploaded sweep", FigureStyle.for_screen(large, width)).outputs()
 
     def restyle(self, table: SweepTable | None, about: str, large: bool, width: float | None) -> tuple:
+        table = table if table is not None else self.shown_first
         return table, tree_budget_figure(table, FigureStyle.for_screen(large, width)), about   # the words stay
 
 
 def trees_section(recorded: RecordedSweep, large: gr.Checkbox, width: gr.Number) -> None:
     """The section's components and events, inside the Explore tab."""
-    handlers = TreeHandlers()
+    handlers = TreeHandlers(shown_first=recorded.table)
     source = f"the recorded sweep {recorded.name}" if recorded.table is not None else ""
     first = render_trees(recorded.table, source)
     gr.HTML(HEADING)
     with gr.Column(elem_id="sv-trees"):
-        views = {"table": gr.State(first.table), "figure": gr.Plot(first.figure, show_label=False,
-                                                                   elem_id="sv-trees-figure"),
+        views = {"table": gr.State(None),      # None: the recorded sweep (why: specviz/run/tab.py)
+                 "figure": gr.Plot(first.figure, show_label=False, elem_id="sv-trees-figure"),
                  "about": gr.HTML(first.about, elem_id="sv-trees-words")}
         upload = gr.UploadButton("Load a budget sweep (JSON)", file_types=[".json"], type="binary", size="sm",
                                  elem_id="sv-trees-upload")

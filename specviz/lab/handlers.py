@@ -31,27 +31,34 @@ MAX_LAB_TOKENS = 256
 
 
 class LabHandlers(Stoppable):
-    """The Lab tab's behaviour: show a stage, record every stage of a prompt (Stop keeps what finished)."""
+    """The Lab tab's behaviour: show a stage, record every stage of a prompt (Stop keeps what finished).
+    `shown_first` is the lab a page shows before its session records one (the session's state starts
+    as None, as the Run tab's does: specviz/run/tab.py)."""
 
-    def __init__(self, runner: Runner, policy: Policy = Policy()):
+    def __init__(self, runner: Runner, policy: Policy = Policy(), shown_first: LabSet | None = None):
         super().__init__()
         self.runner = runner
         self.policy = policy
+        self.shown_first = shown_first
+
+    def _session_lab(self, lab: LabSet | None) -> LabSet | None:
+        """The session's lab; before it has one, the lab its page opened on."""
+        return lab if lab is not None else self.shown_first
 
     def show(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None) -> Outputs:
         """Switch the stage shown (no model runs); its first divergence is the step selected."""
-        return render_lab(lab, key, status, FigureStyle.for_screen(large, width)).outputs()
+        return render_lab(self._session_lab(lab), key, status, FigureStyle.for_screen(large, width)).outputs()
 
     def restyle(self, lab: LabSet | None, key: str, status: str, large: bool, width: float | None,
                 index: float | None) -> Outputs:
         """Redraw for a new text size or screen width, keeping the selected step."""
-        return render_lab(lab, key, status, FigureStyle.for_screen(large, width), _step(index)).outputs()
+        return render_lab(self._session_lab(lab), key, status, FigureStyle.for_screen(large, width), _step(index)).outputs()
 
     def select_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
                     width: float | None) -> Outputs:
         """The scrubber moved: the timeline, the step's detail, the cache figure, the step's tree and (the
         tree stage) the chain on the same step axis follow it."""
-        views = render_step(lab, key, _step(index), FigureStyle.for_screen(large, width))
+        views = render_step(self._session_lab(lab), key, _step(index), FigureStyle.for_screen(large, width))
         return views.timeline, views.detail, views.drift, shown_tree(views.tree), shown_tree(views.chain)
 
     def previous_step(self, lab: LabSet | None, key: str, index: float | None, large: bool,
@@ -64,6 +71,7 @@ class LabHandlers(Stoppable):
 
     def _move(self, lab: LabSet | None, key: str, index: float | None, delta: int, large: bool,
               width: float | None) -> Outputs:
+        lab = self._session_lab(lab)
         trace = lab.traces.get(choice(key).key) if lab else None
         if trace is None or not trace.steps:
             return (gr.update(), *self.select_step(lab, key, index, large, width))
@@ -77,6 +85,7 @@ class LabHandlers(Stoppable):
         base_request = _request(preset, draft, target, prompt, k, max_new_tokens, self.policy)
         style = FigureStyle.for_screen(large, width)
         live = LabSet({}, base_request.models.label)
+        lab = self._session_lab(lab)
         with self.stop_signal(request) as stop:
             if stop.is_set():
                 yield status_only(lab, STOPPED_IN_QUEUE)

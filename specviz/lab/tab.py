@@ -32,7 +32,7 @@ DEFAULT_KEY = "A"
 def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabSet | None,
             policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
     """The tab's components and events; `gpu` wraps the lab run (spaces.GPU on ZeroGPU)."""
-    handlers = LabHandlers(runner, policy=policy)
+    handlers = LabHandlers(runner, policy=policy, shown_first=recorded)
     reference = recorded.reference if recorded else None
     initial = render_lab(recorded, DEFAULT_KEY, _recorded_status(recorded))
     examples = load_examples(ASSETS_DIR)
@@ -58,7 +58,7 @@ def lab_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: LabS
         with gr.Column(scale=3, min_width=320, elem_id="sv-lab-views"):
             stage = gr.Radio([(c.title, c.key) for c in CHOICES], value=DEFAULT_KEY, label="Stage",
                              elem_id="sv-lab-stage")
-            state = gr.State(initial.lab)
+            state = gr.State(None)      # the session's lab; None: the recorded one (why: specviz/run/tab.py)
             status = gr.Markdown(initial.status, elem_id="sv-lab-status")
             explanation = gr.HTML(initial.explanation, elem_id="sv-lab-explanation")
             verdict = gr.HTML(initial.verdict, elem_id="sv-lab-verdict")

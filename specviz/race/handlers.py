@@ -29,9 +29,13 @@ LANES = {"warm-up": "Warming up both lanes (a few untimed tokens, so one-time co
 
 
 class RaceHandlers(Stoppable):
-    def __init__(self, runner: Runner, policy: Policy = Policy()):
+    """The Race tab's behaviour. `shown_first` is the race a page shows before its session has one (the
+    session's state starts as None, as the Run tab's does: specviz/run/tab.py)."""
+
+    def __init__(self, runner: Runner, policy: Policy = Policy(), shown_first: Race | None = None):
         self.runner = runner
         self.policy = policy
+        self.shown_first = shown_first
         super().__init__()
 
     def race(self, race: Race | None, preset: str, draft: str, target: str, drafter: str, prompt: str, k: float,
@@ -74,6 +78,7 @@ class RaceHandlers(Stoppable):
 
     def export(self, race: Race | None) -> list[str]:
         """The race as specviz-race.json in a fresh folder (it uploads back)."""
+        race = race if race is not None else self.shown_first
         if race is None:
             raise gr.Error("There is no race to download yet: press Race first.")
         directory = fresh_export_dir()

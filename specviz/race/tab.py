@@ -31,10 +31,10 @@ INTRO = ("<div class='sv-tab-intro'><p>The same prompt, decoded twice on the sam
 def race_tab(runner: Runner, policy: Policy, recorded: Race | None, recorded_name: str,
              gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `recorded` is shown first."""
-    handlers = RaceHandlers(runner, policy=policy)
+    handlers = RaceHandlers(runner, policy=policy, shown_first=recorded)
     note = (f"Recorded earlier ({recorded_name}) and replayed from its recorded times: no model needed."
             if recorded is not None else "")
-    state = gr.State(recorded, time_to_live=STATE_TTL_S)
+    state = gr.State(None, time_to_live=STATE_TTL_S)     # None: the recorded race (why: specviz/run/tab.py)
     gr.HTML(INTRO)
     with gr.Row(elem_id="sv-race-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-race-controls"):

@@ -44,11 +44,15 @@ REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a p
 class Handlers(Stoppable):
     """The UI's behaviour; `min_interval` (seconds) throttles how often a fast run redraws,
     `replay_delay` paces the replay of a recorded trace, `policy` is what this server accepts;
-    runs go through `queue` (specviz/serving/run_queue.py; a fresh one of `runner` by default)."""
+    runs go through `queue` (specviz/serving/run_queue.py; a fresh one of `runner` by default).
+    `shown_first` is the trace a page shows before its session has one of its own (the session's
+    state starts as None: see specviz/run/tab.py), so every handler reads a session's trace through
+    `_session_trace`."""
 
     def __init__(self, runner: Runner, min_interval: float = 0.15, replay_delay: float = REPLAY_DELAY_S,
-                 policy: Policy = Policy(), queue: RunQueue | None = None):
+                 policy: Policy = Policy(), queue: RunQueue | None = None, shown_first: Trace | None = None):
         self.runner = runner
+        self.shown_first = shown_first
         self.min_interval = min_interval
         self.replay_delay = replay_delay
         self.policy = policy
@@ -66,6 +70,7 @@ class Handlers(Stoppable):
         `large` and `width` (viewport pixels) size the figures; the parameters after them are the
         Controls fields, in order (named for API users).
         """
+        trace = self._session_trace(trace)
         with self.stop_signal(request) as stop:
             if stop.is_set():
                 yield status_only(trace, STOPPED_IN_QUEUE)
@@ -87,6 +92,7 @@ class Handlers(Stoppable):
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:
         """Play a recorded trace back step by step, no model needed (Stop ends it, keeping the whole trace)."""
+        trace = self._session_trace(trace)
         if trace is None or not trace.steps:
             raise gr.Error("There is no recorded trace to replay: run a generation or load a trace first.")
         style = FigureStyle.for_screen(large, width)
@@ -112,6 +118,7 @@ class Handlers(Stoppable):
                     width: float | None) -> tuple[Any, Any, str, Any, str]:
         """Timeline and cache figure scrolled to the step and outlining it, the step's detail, its
         draft tree (the tree plot hidden in a chain run), and the output with the step's tokens outlined."""
+        trace = self._session_trace(trace)
         step_index = None if index is None else int(round(index))
         if trace is not None and trace.steps and step_index is not None:
             step_index = find_step(trace, step_index).index
@@ -130,15 +137,21 @@ class Handlers(Stoppable):
 
     def _move(self, trace: Trace | None, index: float | None, delta: int, large: bool,
               width: float | None) -> tuple[Any, ...]:
+        trace = self._session_trace(trace)
         if trace is None or not trace.steps:
             return gr.update(), *self.select_step(trace, None, large, width)
         target = step_after(trace, None if index is None else int(round(index)), delta)
         return gr.update(value=target), *self.select_step(trace, target, large, width)
 
+    def _session_trace(self, trace: Trace | None) -> Trace | None:
+        """The session's trace; before it has one, the trace its page opened on."""
+        return trace if trace is not None else self.shown_first
+
     # --- display --------------------------------------------------------------------------
     def restyle(self, trace: Trace | None, index: float | None, large: bool, width: float | None,
                 status: str) -> Outputs:
         """Redraw everything, e.g. after the large-text toggle or once the page knows its width."""
+        trace = self._session_trace(trace)
         selected = None if index is None else int(round(index))
         return render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)).outputs()
 
@@ -172,6 +185,7 @@ class Handlers(Stoppable):
     def export(self, trace: Trace | None, index: float | None = None) -> list[str]:
         """The trace as JSON and its figures as HTML pages framed on the selected step (desktop sizes),
         sharing one plotly.min.js, and all of it zipped, in a fresh folder."""
+        trace = self._session_trace(trace)
         if trace is None:
             raise gr.Error("Nothing to export yet: run a generation or load a trace first.")
         step = int(index) if isinstance(index, (int, float)) else None

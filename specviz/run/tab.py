@@ -28,11 +28,15 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
             gpu: Callable[[Callable], Callable], queue_size: int = CAPACITY) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
     page's text-size toggle and viewport width; `queue_size` distinct runs may wait at once."""
-    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size))
+    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size),
+                        shown_first=demo_trace.trace)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)
     recorded = RecordedRuns(demo_trace, policy)
-    state = gr.State(demo_trace.trace, time_to_live=STATE_TTL_S)
+    # The session's trace starts as None (the handlers read it as the trace shown first): Gradio
+    # re-derives a state's config from its default value on every update of every page, and for a
+    # Trace that is dataclasses.asdict of the whole trace (docs/benchmark.md, "A class at once").
+    state = gr.State(None, time_to_live=STATE_TTL_S)
     with gr.Row(elem_id="sv-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
             controls = _controls(runner, demo_trace, policy)
