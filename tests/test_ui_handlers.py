@@ -18,11 +18,12 @@ from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
 from specviz.controls import Controls
+from specviz.figures.acceptance import WHILE_LIVE
 from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
 from specviz.serving.runner import CUSTOM
-from specviz.run.views import Views, render
+from specviz.run.views import HELD_WHILE_LIVE, Views, render
 from trace_factory import make_trace
 
 NAMES = Views.names()
@@ -62,6 +63,21 @@ def test_run_streams_partial_traces_then_the_complete_one():
     assert len([b for b in final["timeline"].data if b.meta == "accepted"][0].x) == 13
     request = runner.requests[0]
     assert request.models.preset == "tiny-random" and request.config.k == 4 and request.prompt == "def add(a, b):"
+
+
+def test_a_live_run_sends_the_acceptance_charts_stand_ins_once_and_draws_them_when_it_ends():
+    """While a run streams, the three acceptance charts (they sum up the whole run) show a note, sent
+    with the first live update only; every later live update leaves them as they are; Done draws them."""
+    render(make_trace([1, 2]), "")                # warm plotly up: the first figure of a process is slow
+    updates = run_all(Handlers(FakeRunner(accepted=(4, 2, 0, 4, 3), delay=0.1), min_interval=0.0))
+    live, final = updates[:-1], updates[-1]
+    assert len(live) >= 2, "the fake run's steps are slow enough for two live redraws"
+    for name in HELD_WHILE_LIVE:
+        first = live[0][name]
+        assert [a.text for a in first.layout.annotations] == [WHILE_LIVE] and not first.data
+        assert all(update[name] == gr.update() for update in live[1:])
+        assert final[name].data, f"{name} is drawn when the run ends"
+    assert all(update["timeline"] != gr.update() for update in live)     # what a step changes is redrawn
 
 
 def test_run_passes_every_control_into_the_request():

@@ -39,6 +39,19 @@ def _height(style: FigureStyle) -> int:
     return 400 + 2 * style.font_size
 
 
+WHILE_LIVE = "Drawn when the run ends: this chart sums up the whole run."
+
+
+def held_while_live(style: FigureStyle = FigureStyle()) -> tuple[go.Figure, go.Figure, go.Figure]:
+    """The per-step, by-position and histogram charts while a run streams: each sums up the whole
+    run, and redrawing the three at every update cost the browser 70 ms of the 160 ms its figures
+    take, which a 2-core machine running browser and models took from the models (docs/benchmark.md,
+    "In the app")."""
+    def held(title: str) -> go.Figure:
+        return empty_figure(title, WHILE_LIVE, style, height=_height(style))     # the page keeps its layout
+    return held(PER_STEP_TITLE), held(POSITION_TITLE), held(HISTOGRAM_TITLE)
+
+
 def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
     """Bars of accepted drafts (of k drafted) per step, and the running tokens per step (accepted + 1)."""
     if trace is None or not trace.steps:

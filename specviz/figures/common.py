@@ -124,9 +124,10 @@ def run_points(points: Sequence[tuple[float, Any, float]], color: str, widest: f
             "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}}}
 
 
-def empty_figure(title: str, message: str, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """A figure with no data and a centred note, e.g. before the first run."""
-    return make_figure([], title, "", style, height=220, margin={"b": 20},
+def empty_figure(title: str, message: str, style: FigureStyle = FigureStyle(), height: int = 220) -> go.Figure:
+    """A figure with no data and a centred note, e.g. before the first run; `height` in pixels (keep the
+    figure's own, where it stands in for one about to be drawn)."""
+    return make_figure([], title, "", style, height=height, margin={"b": 20},
                        xaxis={"visible": False}, yaxis={"visible": False},
                        annotations=[{"text": message, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "paper",
                                      "yref": "paper", "font": {"size": style.font_size + 2, "color": "#777777"}}])

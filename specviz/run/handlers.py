@@ -28,7 +28,7 @@ from specviz.serving.policy import Policy
 from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
-from specviz.run.views import Views, render, shown_tree
+from specviz.run.views import HELD_WHILE_LIVE, Views, render, shown_tree
 from specviz.run.watch import Watch, status_only
 from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
@@ -104,7 +104,8 @@ class Handlers(Stoppable):
                     break
                 shown = first_steps(trace, count)
                 status = f"Replaying… step {shown.steps[-1].index} of {trace.steps[-1].index}"
-                views = dict(zip(Views.names(), render(shown, status, live=True, style=style).outputs()))
+                unchanged = HELD_WHILE_LIVE if count > 1 else ()       # their stand-ins are on the page
+                views = dict(zip(Views.names(), render(shown, status, live=True, style=style).outputs(unchanged)))
                 views["trace"] = trace                 # the session keeps the whole trace all along
                 yield tuple(views.values())
                 time.sleep(self.replay_delay)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from engine.formats.trace import Trace
-from specviz.figures.acceptance import histogram_figure, per_step_figure, position_figure
+from specviz.figures.acceptance import held_while_live, histogram_figure, per_step_figure, position_figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
@@ -48,26 +48,34 @@ class Views(ComponentFields):
     metrics: str
     status: str
 
-    def outputs(self) -> tuple[Any, ...]:
+    def outputs(self, unchanged: Collection[str] = ()) -> tuple[Any, ...]:
         """The values in `names()` order; the scrubber as the slider update the page needs, the tree
-        figure shown only for a tree run."""
-        special = {"scrubber": self.scrubber.update(), "tree": shown_tree(self.tree)}
+        figure shown only for a tree run; the views named in `unchanged` left as the page has them."""
+        special = {"scrubber": self.scrubber.update(), "tree": shown_tree(self.tree),
+                   **{name: gr.update() for name in unchanged}}
         return tuple(special[name] if name in special else getattr(self, name) for name in self.names())
+
+
+HELD_WHILE_LIVE = ("per_step", "positions", "histogram")    # live: held_while_live's stand-ins, drawn once
 
 
 def render(trace: Trace | None, status: str, selected: int | None = None, live: bool = False,
            style: FigureStyle = FigureStyle()) -> Views:
-    """All views of `trace`; `selected` is a step index (None: the last step); `live` follows the newest steps."""
+    """All views of `trace`; `selected` is a step index (None: the last step); `live` follows the newest
+    steps and holds the acceptance charts (HELD_WHILE_LIVE) until the run ends."""
     step = find_step(trace, selected) if trace is not None and trace.steps else None
     index = None if step is None else step.index
+    per_step, positions, histogram = (held_while_live(style) if live else
+                                      (per_step_figure(trace, style=style), position_figure(trace, style=style),
+                                       histogram_figure(trace, style=style)))
     return Views(
         trace=trace,
         timeline=timeline_figure(trace, selected_step=index, follow_end=live, style=style),
         tree=tree_figure(trace, selected_step=index, style=style) if is_tree_trace(trace) else None,
         kv_cache=kv_cache_figure(trace, selected_step=index, follow_end=live, style=style),
-        per_step=per_step_figure(trace, style=style),
-        positions=position_figure(trace, style=style),
-        histogram=histogram_figure(trace, style=style),
+        per_step=per_step,
+        positions=positions,
+        histogram=histogram,
         scrubber=scrubber_for(trace, index),
         detail=step_detail_html(trace, index),
         output=output_html(trace, index),

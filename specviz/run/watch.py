@@ -19,7 +19,7 @@ import gradio as gr
 
 from engine.formats.trace import Trace
 from specviz import updates
-from specviz.run.views import Views, render
+from specviz.run.views import HELD_WHILE_LIVE, Views, render
 from specviz.serving.notices import queue_line, shared_notice, with_notice
 from specviz.serving.run_queue import RunQueue, Seat
 from specviz.serving.shared_run import BASELINE, DONE, FAILED, QUEUED, RUNNING, STARTING, Snapshot
@@ -61,6 +61,7 @@ class Watch:
         self._line, self._line_at, self._place = "", 0.0, 0     # the queue line shown, when, and its place
         self._loading: tuple[float, str] | None = None
         self._said_ready = False
+        self._held = False                      # the acceptance charts' stand-ins are on this page
 
     def updates(self) -> Iterator[Outputs]:
         """Every update to the end of the run (or Stop); raises gr.Error for a run that failed."""
@@ -154,9 +155,12 @@ class Watch:
         else:
             status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
                       if trace.steps else "Running…")
-        views = self.run.cached(snapshot.version, ("live", self.style, snapshot.phase == RUNNING),
-                                lambda: render(trace, "", live=snapshot.phase == RUNNING, style=self.style))
-        return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs()
+        live = snapshot.phase == RUNNING
+        views = self.run.cached(snapshot.version, ("live", self.style, live),
+                                lambda: render(trace, "", live=live, style=self.style))
+        unchanged = HELD_WHILE_LIVE if live and self._held else ()     # the stand-ins are sent once
+        self._held = live
+        return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs(unchanged)
 
     def _final(self, snapshot: Snapshot, status: str) -> Outputs:
         views = self.run.cached(snapshot.version, ("final", self.style),
