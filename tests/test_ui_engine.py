@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from gradio_client import Client
@@ -54,6 +55,19 @@ def test_runner_turns_load_and_input_errors_into_clear_messages(runner):
         runner.start(RunRequest(TINY, "x" * 5000, SpecConfig(max_new_tokens=64)), lambda fraction, message: None)
 
 
+LIVE_STEP = re.compile(r"Running… step (\d+)")
+
+
+def plot(output) -> dict | None:
+    """A plot output's figure as the client receives it; None when the update left the plot unchanged."""
+    return json.loads(output["plot"]) if isinstance(output, dict) and "plot" in output else None
+
+
+def last_step(figure: dict) -> int:
+    """The newest step a timeline figure draws."""
+    return max(x for trace in figure["data"] for x in trace.get("x", []) if x is not None)
+
+
 def test_gradio_client_streams_a_tiny_random_run(runner):
     demo, url = serve(runner)
     try:
@@ -65,11 +79,14 @@ def test_gradio_client_streams_a_tiny_random_run(runner):
         updates = [dict(zip(NAMES, update)) for update in job]
     finally:
         demo.close()
-    steps = [json.loads(u["per_step"]["plot"])["data"][1]["x"] for u in updates
-             if isinstance(u["per_step"], dict) and "plot" in u["per_step"]]
-    streamed = [len(x) for x in steps]
-    assert len(streamed) >= 3 and streamed == sorted(streamed) and streamed[0] < streamed[-1]
+    drawn = [last_step(plot(u["timeline"])) for u in updates if plot(u["timeline"])]
+    assert len(drawn) >= 3 and drawn == sorted(drawn) and drawn[0] < drawn[-1]     # live steps, baseline, Done
+    live = [u for u in updates if LIVE_STEP.match(u["status"])]
+    assert live and all(plot(u["timeline"]) for u in live)            # each live update redraws the timeline
+    held = [plot(u["per_step"]) for u in live if plot(u["per_step"])]  # the acceptance charts: a stand-in, once
+    assert len(held) == 1 and not held[0]["data"]
     final = updates[-1]
+    assert plot(final["per_step"])["data"]                              # drawn when the run ends
     assert final["status"].startswith("Done") and "speedup vs target-only" in final["metrics"]
     assert "identical to the target-only run (checked)" in final["metrics"]
 
