@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 from html import escape, unescape
 
+import pytest
+
 from engine.metrics import BaselineStats
-from engine.records import CacheLengths
+from engine.records import CacheLengths, EmittedToken
 from engine.config import Exactness, SpecConfig
 from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
 from specviz.run.handlers import Handlers
 from specviz.run.output_view import metrics_html, output_html
 from specviz.run.step_detail import cache_sentence, find_step, step_detail_html
-from trace_factory import html_trace, make_trace, with_stale
+from trace_factory import html_trace, make_step, make_trace, trace_from_steps, with_stale
 
 
 def test_cache_sentence_in_words():
@@ -199,3 +201,35 @@ def test_the_predicted_speedup_uses_the_measured_verify_cost_and_names_the_prefi
     assert "the steps after the first ran at 1.08×" in card and "also pays for step 0" in card
     alone = unescape(metrics_html(make_trace([4, 1, 0, 2]))).split("predicted speedup")[1]
     assert ">1.26×<" in alone and "v = 1 (their assumption" in alone and "steps after the first" not in alone
+
+
+def _ended_at_eos(num_accepted: int, sampling: bool = False) -> str:
+    """Step detail of a 5-draft step whose d2 is an accepted end-of-sequence token, with `num_accepted`
+    drafts accepted by the verify forward (the rest of the output is cut at d2)."""
+    step = make_step(1, 20, 5, num_accepted, sampling=sampling, eos=True)
+    step = dataclasses.replace(step, emitted=tuple(EmittedToken(d.id, d.text, "accepted") for d in step.draft[:2]))
+    first = make_step(0, 12, 4, 4, first=True, sampling=sampling)
+    return unescape(step_detail_html(trace_from_steps([first, step], sampling=sampling), 1))
+
+
+@pytest.mark.parametrize("sampling", [False, True], ids=["greedy", "sampled"])
+def test_a_rejection_after_an_accepted_eos_is_not_said_to_emit_anything(sampling):
+    page = _ended_at_eos(4, sampling)
+    assert "Rejected at d5</b>, after the end-of-sequence token d2" in page and "neither is emitted" in page
+    assert "emitted instead" not in page and "was drawn from the residual" not in page
+    assert "after the EOS, so nothing is emitted" in page and "after the EOS: unused" in page
+    assert page.count("after the EOS, so not kept") == 2                      # d3 and d4, accepted past d2
+
+
+def test_all_drafts_accepted_past_an_eos_bring_no_bonus():
+    page = _ended_at_eos(5)
+    assert "All 5 drafts accepted</b>, but d2 is the end-of-sequence token" in page
+    assert "as a bonus token for free" not in page
+    assert "all drafts accepted, but the output ended at the EOS d2: not emitted" in page
+
+
+def test_a_recovered_eos_and_a_plain_rejection_are_still_emitted():
+    for eos in (True, False):
+        step = make_step(1, 20, 5, 2, eos=eos)                 # the recovered token is the EOS, or no EOS at all
+        page = unescape(step_detail_html(trace_from_steps([make_step(0, 12, 4, 4, first=True), step]), 1))
+        assert "which is emitted instead (recovered)" in page and "after the EOS" not in page

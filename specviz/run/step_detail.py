@@ -16,12 +16,14 @@ from engine.formats.trace import Trace
 from specviz.figures.tree_text import tree_outcome
 from specviz.run.cache_story import CacheStory, draft_story, kept_words, next_carryover, quoted, target_story
 from specviz.run.residual_view import residual_html
-from specviz.run.step_reasons import budget_note, carryover_sentence, ends_run, greedy_rule, outcome, verdict_reason
+from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
+                                      verdict_reason)
 from specviz.run.tree_walk import walk_stop_html, walk_table
 from specviz.style import LABELS
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected", "unverified": "– unverified"}
+AFTER_REJECTION = "after a rejected draft"
 
 
 def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
@@ -89,13 +91,13 @@ def _carryover(step: StepRecord, previous: StepRecord | None) -> str:
     return f"<div class='sv-row sv-carry'><b>Carryover</b> {chips} <span class='sv-muted'>{sentence}</span></div>"
 
 
-def _choice(text: str, unused: bool) -> str:
-    """The target's choice cell. Past a rejection the verify forward still computed a row, but after a
-    draft that was rejected: a choice the target never made, drawn muted and said so."""
-    if not unused:
+def _choice(text: str, unused_because: str = "") -> str:
+    """The target's choice cell. Past a rejection (or an accepted EOS) the verify forward still computed
+    a row, but it is a choice the output never takes: drawn muted, with `unused_because` said."""
+    if not unused_because:
         return f"<td>{_token(text)}</td>"
-    return (f"<td class='sv-muted' title='computed after a rejected draft, so never used'>{_token(text)}"
-            "<br><small>after a rejected draft: unused</small></td>")
+    return (f"<td class='sv-muted' title='computed {unused_because}, so never used'>{_token(text)}"
+            f"<br><small>{unused_because}: unused</small></td>")
 
 
 def _table(step: StepRecord, greedy: bool) -> str:
@@ -116,31 +118,49 @@ def _table(step: StepRecord, greedy: bool) -> str:
             f"<td>{number(draft.q)}</td><td>{number(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(verdict_reason(step, position, greedy))}</td>"
-            f"{_choice(target.text, verdict == 'unverified')}<td class='sv-col-top'>{_alternatives(draft.top)}</td>"
+            f"{_choice(target.text, _unused_because(step, position))}"
+            f"<td class='sv-col-top'>{_alternatives(draft.top)}</td>"
             f"<td class='sv-col-top'>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
     if bonus is not None:
         reached = step.num_accepted == step.k
+        ended = reached and step.k > 0 and after_eos(step, step.k)     # an accepted EOS ended the output first
         pick = "the target's argmax here" if greedy else "drawn from p here"
         if step.k == 0:
             place, mark, why = "(no drafts this step)", "target step", f"no drafts this step: {pick}"
+        elif ended:
+            place, mark, why = ("(no draft: bonus position)", "",
+                                f"all drafts accepted, but the output ended at the EOS d{step.num_kept}: not emitted")
         elif reached:
             place, mark, why = "(no draft: bonus position)", "bonus", f"all drafts accepted: {pick}"
         else:
             place, mark, why = "(not reached)", "", "not reached: a draft was rejected"
         blanks = "<td></td><td></td>" + ("" if greedy else "<td class='sv-col-test'></td><td class='sv-col-test'></td>")
         rows.append(
-            f"<tr class='sv-bonus-row{'' if reached else ' sv-unreached'}'><td>+1</td><td class='sv-muted'>{place}</td>"
-            f"{blanks}<td class='sv-verdict'>{mark}</td><td class='sv-why'>{escape(why)}</td>"
-            f"{_choice(bonus.text, not reached)}<td class='sv-col-top'></td>"
+            f"<tr class='sv-bonus-row{'' if reached and not ended else ' sv-unreached'}'><td>+1</td>"
+            f"<td class='sv-muted'>{place}</td>{blanks}<td class='sv-verdict'>{mark}</td>"
+            f"<td class='sv-why'>{escape(why)}</td>"
+            f"{_choice(bonus.text, AFTER_REJECTION if not reached else 'after the EOS' if ended else '')}"
+            f"<td class='sv-col-top'></td>"
             f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
+def _unused_because(step: StepRecord, position: int) -> str:
+    """Why the target's choice at draft `position` never reaches the output ('' when it may)."""
+    if step.verdicts[position] == "unverified":
+        return AFTER_REJECTION
+    return "after the EOS" if step.verdicts[position] == "rejected" and after_eos(step, position) else ""
+
+
 def _resolution(step: StepRecord, greedy: bool) -> str:
     position = step.rejected_at
     if position is None:
+        if step.k and step.num_accepted == step.k and after_eos(step, step.k):
+            return (f"<div class='sv-row'><b>All {step.k} drafts accepted</b>, but d{step.num_kept} is the "
+                    "end-of-sequence token: the output ends there, so the drafts after it and the bonus token are "
+                    "not emitted.</div>")
         if step.k and step.num_accepted == step.k:
             bonus = step.target[step.k]
             how = "its argmax" if greedy else "a token drawn from its distribution p"
@@ -150,6 +170,12 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
         return ""
     draft = step.draft[position]
     replacement = step.target[position]
+    if after_eos(step, position):
+        eos = step.num_kept
+        return (f"<div class='sv-row'><b>Rejected at d{position + 1}</b>, after the end-of-sequence token d{eos}: "
+                f"the draft proposed {chip(draft.text, 'rejected')} and the target's token there is "
+                f"{chip(replacement.text, 'recovered')}, but the output already ended at d{eos}, so neither is "
+                "emitted.</div>")
     if greedy:
         return (f"<div class='sv-row'><b>Rejected at d{position + 1}:</b> the draft proposed "
                 f"{chip(draft.text, 'rejected')} but the target's argmax is {chip(replacement.text, 'recovered')}, "

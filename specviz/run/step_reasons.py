@@ -28,6 +28,12 @@ def outcome(step: StepRecord) -> str:
     return accepted
 
 
+def after_eos(step: StepRecord, position: int) -> bool:
+    """True when draft d(position + 1) comes after an accepted end-of-sequence draft: the output ended
+    there, so whatever the verify forward decided at this position is never emitted."""
+    return step.eos and bool(step.emitted) and step.emitted[-1].kind == "accepted" and position >= step.num_kept
+
+
 def verdict_reason(step: StepRecord, position: int, greedy: bool) -> str:
     """Why draft d(position + 1) got its verdict, with the numbers that decided it."""
     verdict = step.verdicts[position]
@@ -43,8 +49,8 @@ def verdict_reason(step: StepRecord, position: int, greedy: bool) -> str:
                       + ("" if best is None else f" (p = {best:.3f})"))
     else:
         reason = _sampled_reason(step, position)
-    if verdict == "accepted" and position >= step.num_kept:
-        reason += "; after the EOS, so not kept"
+    if after_eos(step, position):
+        reason += "; after the EOS, so not kept" if verdict == "accepted" else "; after the EOS, so nothing is emitted"
     return reason
 
 
