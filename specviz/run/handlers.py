@@ -11,7 +11,6 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Iterator
 
@@ -36,7 +35,6 @@ from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
 from specviz.serving.uploads import parse_upload
 
-LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
 

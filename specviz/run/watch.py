@@ -68,7 +68,7 @@ class Watch:
         while True:
             snapshot = self._next()
             if self.stop.is_set():
-                yield from self._stopped(snapshot)
+                yield from self._stopped()
                 return
             if snapshot.ended:
                 yield from self._ended(snapshot)
@@ -133,7 +133,7 @@ class Watch:
                 yield self._final(snapshot, finished_status(snapshot.trace) if snapshot.trace.complete
                                   else f"Stopped by an error after {len(snapshot.trace.steps)} steps.")
             raise gr.Error(snapshot.error or "The run failed.")
-        yield from self._stopped(snapshot)          # STOPPED without this page's Stop: what was recorded
+        yield from self._stopped()                  # STOPPED without this page's Stop: what was recorded
 
     def leave(self) -> int:
         """This page stops watching (once); the number of pages still watching the run."""
@@ -167,7 +167,7 @@ class Watch:
                                 lambda: render(snapshot.trace, "", style=self.style))
         return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs()
 
-    def _stopped(self, snapshot: Snapshot) -> Iterator[Outputs]:
+    def _stopped(self) -> Iterator[Outputs]:
         """Stop: leave the run; the last page to leave waits for the step in progress and shows it all."""
         others = self.leave()
         snapshot = self.run.snapshot()
