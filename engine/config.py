@@ -30,6 +30,8 @@ CACHE_KINDS = ("static", "dynamic")
 CACHE_CHOICES = ("auto",) + CACHE_KINDS
 MAX_K = 32
 MAX_TEMPERATURE = 10.0
+MAX_NEW_TOKENS = 4096
+MAX_SEED = 2**63 - 1
 MAX_TREE_NODES = 64             # a token tree's node budget (docs/architecture.md §2, token trees)
 MAX_TREE_BRANCH = 8             # children per tree node
 
@@ -116,9 +118,10 @@ class SpecConfig:
                f"temperature must be between 0 and {MAX_TEMPERATURE:g}, got {self.temperature!r}")
         _check(_is_number(self.top_p) and 0.0 < self.top_p <= 1.0, f"top-p must be in (0, 1], got {self.top_p!r}")
         _check(isinstance(self.top_k, int) and self.top_k >= 0, f"top-k must be a whole number >= 0, got {self.top_k!r}")
-        _check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= 4096,
-               f"max new tokens must be an integer from 1 to 4096, got {self.max_new_tokens!r}")
-        _check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"seed must be a whole number >= 0, got {self.seed!r}")
+        _check(isinstance(self.max_new_tokens, int) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS,
+               f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}")
+        _check(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+               f"seed must be a whole number >= 0, got {self.seed!r}")
         _check(self.drafter in DRAFTERS, f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         _check(_is_number(self.confidence_threshold) and 0.0 <= self.confidence_threshold < 1.0,
                f"confidence threshold must be in [0, 1), got {self.confidence_threshold!r}")

@@ -20,6 +20,7 @@ from engine.decode.kv import KVCache
 from engine.decode.pair import ModelPair
 from engine.decode.sampling import SamplingParams, choose, to_probs
 from engine.formats.trace import Trace
+from engine.lab import first_divergence
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,9 @@ def first_difference(pair: ModelPair, trace: Trace, reference: tuple[int, ...]) 
     output = trace.output.token_ids
     token = next((i for i, (ours, theirs) in enumerate(zip(output, reference)) if ours != theirs),
                  min(len(output), len(reference)))
-    emitted = 0
-    step = len(trace.steps) - 1
-    for record in trace.steps:
-        emitted += record.num_emitted
-        if emitted > token:
-            step = record.index
-            break
+    step = first_divergence(trace, reference)
+    if step is None:                    # the output is a prefix of the reference: its last step stopped short
+        step = len(trace.steps) - 1
     context = list(trace.prompt.token_ids) + list(reference[:token])
     with torch.inference_mode():
         logits = pair.target(input_ids=torch.tensor([context], device=pair.device)).logits[0, -1, :pair.vocab_size]

@@ -9,28 +9,26 @@ the wrong kind, and `check_text` any string in the document that cannot go out a
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from engine.config import MAX_K, MAX_TEMPERATURE, MAX_TREE_NODES
+from engine.config import MAX_K, MAX_NEW_TOKENS, MAX_TEMPERATURE, MAX_TREE_NODES
 from engine.formats.sweep_format import SweepFormatError
-from engine.formats.trace_fields import INT64, is_number, is_text, show
-
-MAX_NEW_TOKENS = 4096          # SpecConfig's range
+from engine.formats.trace_fields import INT64, TEXT, Kind, is_number, is_text, show
 
 
-def _whole(least: int, most: int) -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and least <= v <= most,
-            f"a whole number from {least} to {most}")
+def _whole(least: int, most: int) -> Kind:
+    return Kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and least <= v <= most,
+                f"a whole number from {least} to {most}")
 
 
-TEXT = (is_text, "a string")
-SCALARS: dict[str, tuple[Callable[[Any], bool], str]] = {
+SCALARS: dict[str, Kind] = {
     **{key: TEXT for key in ("preset", "machine", "draft", "target", "drafter", "draft_dtype", "target_dtype")},
     "max_new_tokens": _whole(1, MAX_NEW_TOKENS)}
-LISTS: dict[str, tuple[Callable[[Any], bool], str]] = {
+LISTS: dict[str, Kind] = {
     "prompts": TEXT, "ks": _whole(1, MAX_K), "tree_budgets": _whole(0, MAX_TREE_NODES),
-    "temperatures": (lambda v: is_number(v) and 0 <= v <= MAX_TEMPERATURE, f"a number from 0 to {MAX_TEMPERATURE:g}"),
-    "seeds": (lambda v: INT64.test(v) and v >= 0, "a whole number from 0 to 2**63 - 1")}
+    "temperatures": Kind(lambda v: is_number(v) and 0 <= v <= MAX_TEMPERATURE,
+                         f"a number from 0 to {MAX_TEMPERATURE:g}"),
+    "seeds": Kind(lambda v: INT64.test(v) and v >= 0, "a whole number from 0 to 2**63 - 1")}
 
 
 def check_meta(meta: dict[str, Any]) -> None:
@@ -39,16 +37,16 @@ def check_meta(meta: dict[str, Any]) -> None:
         if value is None:
             continue
         if key in SCALARS:
-            test, words = SCALARS[key]
-            if not test(value):
-                raise SweepFormatError(f"meta.{key}: expected {words} or null, got {show(value)}")
+            kind = SCALARS[key]
+            if not kind.test(value):
+                raise SweepFormatError(f"meta.{key}: expected {kind.words} or null, got {show(value)}")
         elif key in LISTS:
-            test, words = LISTS[key]
+            kind = LISTS[key]
             if not isinstance(value, list):
                 raise SweepFormatError(f"meta.{key}: expected a list or null, got {show(value)}")
             for index, item in enumerate(value):
-                if not test(item):
-                    raise SweepFormatError(f"meta.{key}[{index}]: expected {words}, got {show(item)}")
+                if not kind.test(item):
+                    raise SweepFormatError(f"meta.{key}[{index}]: expected {kind.words}, got {show(item)}")
 
 
 def check_text(node: Any, where: str = "") -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.config import MAX_K, MAX_TEMPERATURE, MAX_TREE_NODES
+from engine.config import MAX_K, MAX_SEED, MAX_TEMPERATURE, MAX_TREE_NODES
 from engine.formats.json_document import parse_json
 from engine.formats.sweep_format import MAX_SWEEP_BYTES, SWEEP_SCHEMA, SweepCell, SweepFormatError, cells_to_csv, ratio
 from engine.formats.sweep_meta import check_meta, check_text
@@ -31,7 +31,6 @@ RANGES: dict[str, tuple[float | None, float | None]] = {   # a number's (least, 
     "temperature": (0.0, MAX_TEMPERATURE), "acceptance_rate": (0.0, 1.0), "estimated_alpha": (0.0, 1.0),
     "per_position_acceptance": (0.0, 1.0)}
 POSITIVE = {"verify_cost"}               # the i.i.d. model divides by k c + v: a verify forward costs something
-MAX_SEED = 2**63 - 1                     # SpecConfig's range
 
 
 @dataclass(frozen=True)
