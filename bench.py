@@ -114,6 +114,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
     args.only = [part for part in args.only.split("|") if part]
+    if args.random_weights and (args.suite or args.device) != "cuda":
+        parser.error("--random-weights stands in for the preset's weights on a GPU: it runs the cuda suite "
+                     "(--device cuda, or --suite cuda on a CPU)")
     return args
 
 
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if results["startup"]:
         print(startup_line(results["startup"]))
-    print(closing_note(results, SUITES[results["device"]].best.format(k=args.k)))
+    print(closing_note(results))
     return 0
 
 

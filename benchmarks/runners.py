@@ -21,7 +21,7 @@ from benchmarks.shapes import random_pair
 from engine.loading.cost_probe import measure_costs
 from engine.runtime.kernel_names import STOCK
 from engine.loading.models import load_pair
-from engine.loading.speed_up import prepare_static_runners
+from engine.loading.speed_up import graph_backend, prepare_static_runners
 
 Outputs = dict[str, tuple[int, ...]]
 
@@ -40,7 +40,7 @@ def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = 
     if random_weights is not None:
         where = torch.device(options["gpu"]["device"])
         pair = random_pair(shape, where, torch.bfloat16 if where.type == "cuda" else torch.float32, random_weights)
-        prepare_static_runners(pair, "cuda" if where.type == "cuda" else "eager-replay")
+        prepare_static_runners(pair, graph_backend(where))
         pair.device_costs = measure_costs(pair, "static")
         pairs = {"gpu": pair}
     else:

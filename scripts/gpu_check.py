@@ -50,7 +50,7 @@ from engine.decode.pair import ModelPair  # noqa: E402
 from engine.decode.readout import HostReads  # noqa: E402
 from engine.decode.speculative import SpeculativeEngine  # noqa: E402
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts  # noqa: E402
-from engine.loading.speed_up import PREPARED_ROWS, prepare_static_runners  # noqa: E402
+from engine.loading.speed_up import PREPARED_ROWS, graph_backend, prepare_static_runners  # noqa: E402
 from engine.loading.tiny import build_tiny_pair  # noqa: E402
 from engine.metrics import expected_speedup, expected_tokens_per_step  # noqa: E402
 from engine.runtime.step_clock import StepClock  # noqa: E402
@@ -77,7 +77,7 @@ def log(message: str) -> None:
 def with_graphs(pair: ModelPair, rows: int = PREPARED_ROWS) -> ModelPair:
     """Static-cache runners that capture what a load captures: CUDA graphs on a GPU, their eager
     stand-in elsewhere (the same dispatch)."""
-    prepare_static_runners(pair, "cuda" if pair.device.type == "cuda" else "eager-replay", rows)
+    prepare_static_runners(pair, graph_backend(pair.device), rows)
     return pair
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import bench
 from benchmarks.configurations import (CONFIGURATIONS, GPU_ASSISTED_SAME_K, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
                                        REFERENCE_SAME_KERNELS, REFERENCE_STOCK, SUITES, selected)
@@ -31,7 +33,7 @@ def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_p
     assert all(r["identical"] is True for r in results["rows"] if r["temperature"] == 0)   # lossless greedy, every row
     printed = capsys.readouterr().out
     assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
-    assert closing_note(results, SUITES["cpu"].best.format(k=5)) in printed
+    assert closing_note(results) in printed and f"{SUITES['cpu'].best.format(k=5)}: greedy: " in printed
     svg = figure.read_text()
     headline = [r for r in results["rows"] if r["headline"]]
     with_theory = [r for r in headline if r["theoretical_speedup"]]           # the references have none
@@ -67,3 +69,10 @@ def test_the_gpu_suite_runs_its_rows_and_records_the_device_costs(tmp_path, caps
     assert costs["cache"] == "static" and set(costs["verify_cost"]) == {str(k) for k in range(1, 9)}
     printed = capsys.readouterr().out
     assert "vs eager target-only" in printed and "random weights" in printed
+
+
+def test_random_weights_outside_the_cuda_suite_is_refused_with_a_sentence(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse(["--random-weights", str(tmp_path)])
+    assert exit_info.value.code == 2 and "--random-weights stands in for the preset's weights" in capsys.readouterr().err
+    assert bench.parse(["--suite", "cuda", "--random-weights", str(tmp_path)]).random_weights == str(tmp_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from transformers import PreTrainedModel
 
 from engine.loading.cost_probe import measure_costs
@@ -59,6 +60,12 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
         if model is not None and kernel != STOCK:    # a plain model stays mapped
             release_mapped_weights(model, model_files)
     return pair
+
+
+def graph_backend(device: torch.device) -> str:
+    """The graphs a load captures on `device`: CUDA graphs on a GPU, their eager stand-in elsewhere
+    (the same dispatch, so the CPU's tests and benchmarks take the GPU's path)."""
+    return "cuda" if device.type == "cuda" else "eager-replay"
 
 
 def prepare_static_runners(pair: ModelPair, backend: str | None, rows: int = PREPARED_ROWS) -> float:
