@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -198,6 +199,14 @@ class EngineRunner:
         """`models` with its "auto" dtypes spelled out for this server's device, so a request that
         names the dtype "auto" would pick (the page names float32 for a CPU's target) gets the pair
         loaded for "auto" (the start-up load) instead of a second copy of the same weights."""
+        draft, target = self._auto_dtypes
+        return dataclasses.replace(models, draft_dtype=draft if models.draft_dtype == "auto" else models.draft_dtype,
+                                   target_dtype=target if models.target_dtype == "auto" else models.target_dtype)
+
+    @functools.cached_property
+    def _auto_dtypes(self) -> tuple[str, str]:
+        """What "auto" picks for the draft and the target on this server's device: found once (the int8
+        probe runs a small layer), since neither changes while the process runs."""
         from engine.config import resolve_target_dtype
         from engine.loading.models import resolve_device, resolve_draft_dtype
         from engine.presets import ModelLoadError
@@ -205,8 +214,7 @@ class EngineRunner:
             device = resolve_device(self.device)
         except ModelLoadError as error:
             raise RunnerError(str(error)) from None
-        return dataclasses.replace(models, draft_dtype=resolve_draft_dtype(models.draft_dtype, device),
-                                   target_dtype=resolve_target_dtype(models.target_dtype, device.type))
+        return resolve_draft_dtype("auto", device), resolve_target_dtype("auto", device.type)
 
     def _make_room(self) -> None:
         """Drop least recently used pairs until one more fits (called with the lock held)."""
