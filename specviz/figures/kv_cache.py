@@ -127,12 +127,16 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
             masked_y += [cache.after_cutoff, cache.after_cutoff + cache.masked, None]
             masked_words += [words[-1], words[-1], None]
     axes = {"xaxis": _axis_ref("x", row), "yaxis": _axis_ref("y", row)}
+    tree, static = any(r.tree for r in records), any(cache.capacity is not None for cache in caches)
+    cut_name = {(True, False): "gather (rows off the accepted path removed)",
+                (False, False): "cutoff (rejected positions removed)",
+                (True, True): "gather (pointer moved back past the rows off the path)",
+                (False, True): "cutoff (the write pointer moves back)"}[tree, static]
     traces = [
         {"type": "scatter", "x": rise_x, "y": rise_y, "mode": "lines", "line": {"color": "#9A9A9A", "width": 2},
          "name": "forward writes", "legendgroup": "rise", "showlegend": show_legend, "hoverinfo": "skip", **axes},
         {"type": "scatter", "x": cut_x, "y": cut_y, "mode": "lines", "line": {"color": COLORS["cut"], "width": 4},
-         "name": ("gather (rows off the accepted path removed)" if any(r.tree for r in records)
-                  else "cutoff (rejected positions removed)"), "legendgroup": "cut", "showlegend": show_legend,
+         "name": cut_name, "legendgroup": "cut", "showlegend": show_legend,
          "hoverinfo": "skip", **axes},
     ]
     if stale_x:
@@ -146,10 +150,6 @@ def _cache_traces(row: int, model: str, steps: list[int], caches: list[CacheLeng
                        "name": "rows past the pointer (in memory, masked)", "legendgroup": "masked",
                        "showlegend": show_legend, "hovertext": masked_words,
                        "hovertemplate": "%{hovertext}<extra></extra>", **axes})
-    static = any(cache.capacity is not None for cache in caches)
-    if static:
-        traces[1]["name"] = ("gather (pointer moved back past the rows off the path)" if any(r.tree for r in records)
-                             else "cutoff (the write pointer moves back)")
     for stage, (label, symbol, color, offset) in STAGES.items():
         traces.append({
             "type": "scatter", "x": [s + offset for s in steps], "y": [getattr(c, stage) for c in caches],

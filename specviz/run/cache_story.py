@@ -136,8 +136,7 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
     sentences += pointer_words(cache)
     fed_next = next_carryover(step)
     if fed_next and not ends_run:
-        sentences.append(f"{fed_next[:1].upper()}{fed_next[1:]} {_are(fed_next)} fed to the draft model first next "
-                         "step, as carryover.")
+        sentences.append(f"{carried_next(fed_next)}.")
     return CacheStory(headline("draft", cache), tuple(sentences))
 
 
@@ -171,8 +170,14 @@ def next_carryover(step: StepRecord, carryover_on: bool = True) -> str:
     return own
 
 
-def _are(phrase: str) -> str:
+def are(phrase: str) -> str:
+    """The verb for `phrase` (next_carryover's words): 'are' for two tokens, else 'is'."""
     return "are" if " and then " in phrase else "is"
+
+
+def carried_next(fed_next: str) -> str:
+    """'The recovered token “x” is fed to the draft model first next step, as carryover' (no full stop)."""
+    return f"{fed_next[:1].upper()}{fed_next[1:]} {are(fed_next)} fed to the draft model first next step, as carryover"
 
 
 def _pending_words(cache: CacheLengths, pending: int) -> str:
@@ -284,7 +289,7 @@ def _draft_next(step: StepRecord, carryover_on: bool, ends_run: str) -> list[str
     fed_next = next_carryover(step, carryover_on)
     if not fed_next or ends_run:
         return []
-    sentence = f"{fed_next[:1].upper()}{fed_next[1:]} {_are(fed_next)} fed to the draft model first next step, as carryover"
+    sentence = carried_next(fed_next)
     if step.k and step.num_kept == step.k and step.emitted[-1].kind == "bonus":
         if not carryover_on:
             return [f"This lab mode has no carryover: d{step.k} is never fed, so its position stays missing; "

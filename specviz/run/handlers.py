@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from engine.config import ConfigError, SpecConfig
+from engine.config import ConfigError, SpecConfig, resolve_target_dtype
 from engine.formats.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
 from specviz.controls import Controls
 from specviz.figures.kv_cache import kv_cache_figure
@@ -165,7 +165,7 @@ class Handlers(Stoppable):
         chosen = str(target_dtype or "auto")
         try:
             config = SpecConfig(temperature=float(temperature or 0.0),
-                                target_dtype="float32" if chosen == "auto" else chosen)
+                                target_dtype=resolve_target_dtype(chosen, "cpu"))    # a GPU's auto: said below
         except (ConfigError, TypeError, ValueError):      # an out-of-range value is reported when Run is pressed
             return ""
         if chosen == "auto" and config.is_greedy:         # the device decides: float32 on a CPU, bfloat16 on CUDA

@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.records import StepRecord, TreeNode
-from specviz.figures.tree_text import extra_token, node_name, ranked_children, stop_reason, walk_order
+from specviz.figures.tree_text import extra_token, node_name, ranked_children, stop_node, stop_reason, walk_order
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected"}
@@ -37,7 +37,7 @@ def walk_table(step: StepRecord, greedy: bool) -> str:
     extra = extra_token(step)
     if extra is not None:
         blanks = "<td></td><td></td>" + ("" if greedy else "<td class='sv-col-test'></td><td class='sv-col-test'></td>")
-        where = node_name(tree, tree.path[-1] if tree.path else None)
+        where = node_name(tree, stop_node(tree))
         why = (f"every child of {where} refused: the target's own token there" if extra.kind == "recovered"
                else f"{where} is a leaf: the target's token after it, from the same forward")
         rows.append(f"<tr class='sv-bonus-row'><td>+1</td><td></td><td>{escape(where)}</td>"
