@@ -1,4 +1,5 @@
-"""The Run tab's control values as a handler receives them, for tests that call the handlers directly."""
+"""What a Run tab handler receives besides the page's views, for tests that call the handlers directly: the
+control values, a stand-in for gr.Progress and one for gr.Request."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ def controls(**changes) -> list:
 
 def progress(fraction, desc=None):
     """Stands in for gr.Progress outside a Gradio request."""
+
+
+class Session:
+    """Stands in for gr.Request: only the session id matters to Stop and the run queue."""
+
+    def __init__(self, session_hash: str):
+        self.session_hash = session_hash

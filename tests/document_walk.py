@@ -1,10 +1,9 @@
 """Walking a JSON document field by field, for the upload tests (test_upload_walk.py, test_trace_fuzz.py):
-the path of every value, the fields (paths with list positions left open), and a copy with one value
+the path of every value, the fields (paths with list positions left open), and a document with one value
 replaced or deleted."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterator
 
 DELETE = object()           # stands for "delete the field" where a value is expected
@@ -44,11 +43,6 @@ def replaced(document: Any, path: tuple[Any, ...], value: Any) -> Any:
     else:
         parent[key] = value
     return document
-
-
-def damaged(document: Any, path: tuple[Any, ...], value: Any) -> Any:
-    """A copy of `document` with the value at `path` set to `value` (or deleted)."""
-    return replaced(copy.deepcopy(document), path, value)
 
 
 def where(path: tuple[Any, ...]) -> str:

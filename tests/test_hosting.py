@@ -10,6 +10,7 @@ import pytest
 
 import app
 from app import EngineRunner
+from control_values import controls, progress
 from engine.config import ConfigError, SpecConfig
 from engine.presets import PRESETS, looks_like_path
 from fakes import FakeRunner
@@ -19,7 +20,6 @@ from specviz.controls import Controls
 from specviz.serving.policy import HOSTED_ENV, Policy, hosted_from_env, preset_models
 from specviz.serving.runner import CUSTOM, ModelChoice, RunRequest
 from specviz.serving.space import SPACE_ENV, use_persistent_storage
-from test_ui_handlers import controls, progress
 
 HOSTED = Policy.hosted_default()
 

@@ -14,7 +14,7 @@ import time
 import gradio as gr
 import pytest
 
-from control_values import controls, progress
+from control_values import Session, controls, progress
 from fakes import FakeRunner
 from specviz.controls import Controls
 from specviz.run.handlers import Handlers
@@ -31,11 +31,6 @@ SHARED = "**Shared run**: the same models, prompt, settings and seed as"
 OTHER_VALUES = dict(preset="smollm2-ngram", drafter="ngram", prompt="def sub(a, b):", k=3, tree_nodes=8,
                     tree_branch=2, temperature=0.7, top_p=0.9, top_k=20, max_new_tokens=32, seed=1,
                     draft_dtype="bfloat16", target_dtype="bfloat16", with_baseline=True)
-
-
-class Session:
-    def __init__(self, session_hash: str):
-        self.session_hash = session_hash
 
 
 class Page:
@@ -71,6 +66,17 @@ class Page:
         """Seconds from pressing Run to the first status matching `pattern`."""
         return next((at - self.pressed for at, update in list(self.updates) if re.search(pattern, update["status"])),
                     None)
+
+
+def pages_at_once(count: int, delay: float) -> tuple[FakeRunner, list[Page]]:
+    """`count` pages pressing Run at once, each with a prompt of its own, on a fake runner whose steps take
+    `delay` seconds; returned once every page has finished."""
+    runner = FakeRunner(accepted=ACCEPTED, delay=delay)
+    handlers = Handlers(runner)
+    pages = [Page(handlers, f"student {i}", prompt=f"student {i}") for i in range(count)]
+    for page in pages:
+        page.finish()
+    return runner, pages
 
 
 def wait_for(condition, what: str, limit: float = 30) -> None:
@@ -221,11 +227,7 @@ def test_stop_by_every_page_stops_the_run_after_its_step_and_it_is_not_kept():
 # --- the queue's place and wait ---------------------------------------------------------------------
 
 def test_waiting_pages_see_their_place_at_once_and_it_moves_up():
-    runner = FakeRunner(accepted=ACCEPTED, delay=0.1)
-    handlers = Handlers(runner)
-    pages = [Page(handlers, f"p{i}", prompt=f"prompt {i}") for i in range(4)]
-    for page in pages:
-        page.finish()
+    runner, pages = pages_at_once(4, delay=0.1)
     by_prompt = {page.updates[-1][1]["trace"].prompt.text: page for page in pages}
     for position, request in enumerate(runner.requests):               # the order the queue ran them in
         page = by_prompt[request.prompt]
@@ -233,6 +235,7 @@ def test_waiting_pages_see_their_place_at_once_and_it_moves_up():
         assert places == sorted(places, reverse=True) and (not places or places[0] <= position + 1), places
         if position:
             assert page.first("Waiting in the queue") < 1.0           # told at once, not when its turn comes
+            assert places[-1] == 2, places                             # moved up to next in line before its run
 
 
 def test_the_estimated_wait_is_the_real_wait():
@@ -342,11 +345,7 @@ class FakeClock:
 
 def test_pages_at_once_each_get_their_place_within_two_seconds():
     """Ten distinct requests at once (the issue's classroom): each is told its place long before its turn."""
-    runner = FakeRunner(accepted=ACCEPTED, delay=0.05)
-    handlers = Handlers(runner)
-    pages = [Page(handlers, f"student {i}", prompt=f"student {i}") for i in range(10)]
-    for page in pages:
-        page.finish()
+    runner, pages = pages_at_once(10, delay=0.05)
     started_first = [page for page in pages if page.first("Waiting in the queue") is None]
     assert len(started_first) == 1 and len(runner.requests) == 10
     assert all(page.first("Waiting in the queue") < 2.0 for page in pages if page not in started_first)

@@ -24,7 +24,7 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -150,8 +150,9 @@ def _renders_everywhere(handlers: Handlers, trace: Trace, uploaded: tuple[Any, .
     assert Trace.from_json(trace.to_json()) == trace
 
 
-def _refused_or_renders(document: Any, undamaged: Trace, renders: Callable[..., None] = _renders_everywhere) -> None:
-    """Upload `document`: a gr.Error naming a field, or a trace that `renders` (skipped when it is `undamaged`)."""
+def _refused_or_renders(document: Any, undamaged: Trace) -> None:
+    """Upload `document`: a gr.Error naming a field, or a trace that renders everywhere (skipped when it is
+    `undamaged`)."""
     handlers = Handlers(FakeRunner(), replay_delay=0.0)
     try:
         uploaded = handlers.upload(json.dumps(document).encode(), False, PHONE)
@@ -160,7 +161,7 @@ def _refused_or_renders(document: Any, undamaged: Trace, renders: Callable[..., 
         assert "\n" not in error.message and FIELD_PATH.search(error.message), error.message
         return
     if uploaded[0] != undamaged:                       # a field the reader ignores: nothing new to render
-        renders(handlers, uploaded[0], uploaded)
+        _renders_everywhere(handlers, uploaded[0], uploaded)
 
 
 @pytest.mark.parametrize("path", BUNDLED, ids=[path.stem for path in BUNDLED])

@@ -16,6 +16,7 @@ import pytest
 from gradio_client import Client
 
 from app import EngineRunner
+from control_values import controls, progress
 from engine.formats.trace import MAX_TRACE_BYTES
 from fakes import FakeRunner
 from specviz.controls import MAX_PROMPT_CHARS
@@ -23,7 +24,6 @@ from specviz.run.handlers import Handlers
 from specviz.serving.runner import CUSTOM
 from specviz.run.views import Views
 from test_models import _fake_gguf, _save_tiny
-from test_ui_handlers import controls, progress
 from trace_factory import make_trace
 from ui_server import serve
 

@@ -234,22 +234,25 @@ def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F8
     show_tab(page, "Run", "projector")
     traces = [load_demo_trace().choices[0][1], dict(load_demo_trace().choices)[SAMPLED_TRACE],
               Trace.load(ASSETS_DIR / "traces" / "lab-T.json"), make_tree_trace(sampling=True)]
-    wide = []
+    wide, measured = [], 0
     for trace in traces:
         for step in trace.steps:
-            table, box = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
+            table, box, tables = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
+            measured += tables
             if table > box + 1:
                 wide.append(f"{trace.config.temperature:g} step {step.index}: {table} px in {box} px")
     page.screenshot(path=str(ARTIFACTS / "presenting-projector-tree-walk.png"), full_page=True)
     page.close()
+    assert measured >= sum(len(trace.steps) for trace in traces)      # every step's table was found and measured
     assert not wide, f"{len(wide)} step tables wider than their boxes: {wide[:3]}"
 
 
-# The Run tab's detail box showing `html`: the widest table's width and the box's.
+# The Run tab's detail box showing `html`: the widest table's width, the box's, and how many tables it holds.
 SHOW_JS = """(html) => { const holder = document.querySelector('#sv-detail .sv-detail').parentElement;
     holder.innerHTML = html;
     const wraps = [...holder.querySelectorAll('.sv-table-wrap')];
-    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth))]; }"""
+    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth)), wraps.length];
+}"""
 
 
 TICKED_JS = """(selector) => [...document.querySelectorAll(`${selector} label`)]

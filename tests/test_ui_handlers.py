@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from control_values import controls, progress
+from control_values import Session, controls, progress
 from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import DemoTrace
@@ -147,13 +147,6 @@ def test_engine_failure_mid_run_keeps_the_recorded_steps():
         for out in handlers.run(None, False, None, *controls(), progress=progress):
             seen.append(dict(zip(NAMES, out)))
     assert len(seen[-1]["trace"].steps) == 2 and "error after 2 steps" in seen[-1]["status"]
-
-
-class Session:
-    """Stands in for gr.Request: only the session id matters to Stop."""
-
-    def __init__(self, session_hash):
-        self.session_hash = session_hash
 
 
 def test_stop_ends_the_run_after_the_current_step_and_keeps_the_partial_trace():

@@ -50,7 +50,8 @@ def uses(html: str) -> list[tuple[str, str]]:
 
 def test_every_tab_gives_each_quantity_the_same_name_symbol_and_tooltip():
     seen: dict[str, set[str]] = {}
-    for tab, html in views_by_tab().items():
+    views = views_by_tab()
+    for tab, html in views.items():
         marked = uses(html)
         assert {key for key, _ in marked} >= {"acceptance_rate", "tokens_per_step"}, tab
         for key, title in marked:
@@ -58,7 +59,7 @@ def test_every_tab_gives_each_quantity_the_same_name_symbol_and_tooltip():
             seen.setdefault(key, set()).add(tab)
         assert not re.search(r"\ba = \d", unescape(re.sub(r"<[^>]+>", "", html))), f"{tab} uses a letter 'a'"
     assert seen["alpha"] >= {"Run", "Explore"} and seen["tokens_per_step"] == {"Run", "Lab", "Explore"}
-    cards = views_by_tab()["Run"]                                # a card's label is the quantity's label
+    cards = views["Run"]                                         # a card's label is the quantity's label
     for quantity in (ACCEPTANCE_RATE, TOKENS_PER_STEP):
         assert f"data-quantity='{quantity.key}'><div class='sv-card-label'>{escape(quantity.label)}</div>" in cards
 

@@ -46,6 +46,8 @@ from specviz.run.handlers import Handlers
 from specviz.serving.uploads import parse_upload
 from trace_factory import make_trace
 
+FOLDERS = {"trace": "traces", "race": "races", "sweep": "sweeps"}
+NOT_UPLOADS = ("examples.json", "prompts.json")     # the bundled JSON files that are no upload format
 TRACES = sorted((ASSETS_DIR / "traces").glob("*.json"))
 RACES = sorted((ASSETS_DIR / "races").glob("*.json"))
 SWEEPS = sorted(path for path in (ASSETS_DIR / "sweeps").glob("*.json") if path.name != "prompts.json")
@@ -128,7 +130,7 @@ def document(kind: str, name: str) -> str:
     """The undamaged document as JSON: a bundled file (a trace cut to its first steps) or the sampled trace."""
     if name == "sampled":
         return make_trace([4, 1, 0], sampling=True, baseline=BaselineStats(3.0, True, 1.0, True)).to_json()
-    path = ASSETS_DIR / {"trace": "traces", "race": "races", "sweep": "sweeps"}[kind] / name
+    path = ASSETS_DIR / FOLDERS[kind] / name
     if kind == "trace":
         return first_steps(Trace.load(path), TRACE_STEPS).to_json()
     return path.read_text(encoding="utf-8")
@@ -138,8 +140,9 @@ CASES = [("trace", "sampled"), *(("trace", path.name) for path in TRACES), *(("r
          *(("sweep", path.name) for path in SWEEPS)]
 
 
-def walk(kind: str, name: str) -> list[str]:
-    """Every field at its first place, set to each odd value and deleted: the problems found."""
+def walk(kind: str, name: str, within: tuple[str, ...] = ()) -> list[str]:
+    """Every field at its first place (those under `within`'s paths only, when given), set to each odd
+    value and deleted: the problems found."""
     label, read, views = KINDS[kind]
     text = document(kind, name)
     original = json.loads(text)
@@ -148,6 +151,8 @@ def walk(kind: str, name: str) -> list[str]:
     names = {label, *(key for path in fields(original) for key in path if key != "[]")}   # the root: its kind
     problems = []
     for field, places in sorted(fields(original).items()):
+        if within and not where(places[0]).startswith(within):
+            continue
         for value in (*ODD_VALUES, DELETE):
             damaged = replaced(json.loads(text), places[0], value)
             data = json.dumps(damaged, allow_nan=True).encode("utf-8", "surrogatepass")
@@ -186,7 +191,8 @@ def test_every_field_set_to_each_odd_value_or_deleted_is_refused_by_path_or_rend
 
 
 def test_the_walk_reaches_every_bundled_file_and_every_odd_kind_of_value():
-    assert {name for kind, name in CASES} >= {path.name for path in (*TRACES, *RACES, *SWEEPS)}
+    bundled = {path for path in ASSETS_DIR.rglob("*.json") if path.name not in NOT_UPLOADS}
+    assert {ASSETS_DIR / FOLDERS[kind] / name for kind, name in CASES if name != "sampled"} == bundled
     assert len(ODD_VALUES) == 20 and any(isinstance(v, float) and math.isnan(v) for v in ODD_VALUES)
     assert {type(v) for v in ODD_VALUES} >= {type(None), bool, int, float, str, list, dict}
 
@@ -205,7 +211,7 @@ def test_a_view_that_crashes_on_an_accepted_file_is_caught(monkeypatch):
 
     monkeypatch.setattr(sweep_figures, "theory_figure", planted)
     monkeypatch.setattr("specviz.explore.views.theory_figure", planted)
-    problems = walk("sweep", "qwen-coder-trees.json")
+    problems = walk("sweep", "qwen-coder-trees.json", within=("cells",))      # the planted crash is a cell's
     assert any("max() arg is an empty sequence" in problem for problem in problems), problems[:5]
 
 
@@ -214,7 +220,7 @@ def test_a_reader_that_lets_a_bad_value_through_is_caught(monkeypatch):
     sweep at -0.5 makes the model's k c + v zero at k = 2, and the walk reports the view's crash."""
     import engine.formats.sweep_reader as reader
     monkeypatch.setitem(reader.RANGES, "draft_cost", (None, None))
-    problems = walk("sweep", "qwen-coder-trees.json")
+    problems = walk("sweep", "qwen-coder-trees.json", within=("cells",))
     assert "cells[0].draft_cost = -0.5: ZeroDivisionError: float division by zero" in problems, problems[:5]
 
 
