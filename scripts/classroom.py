@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
+from specviz.assets import load_examples  # noqa: E402
 
 POLL_S = 0.05               # how often each client looks for new updates (the times' resolution)
 START_LIMIT_S = 1800        # the server's start and the warm-up run (the first start converts the weights)
@@ -68,12 +69,15 @@ class MemorySampler:
     """The resident memory of one process, sampled on a thread: its peak since `reset`."""
 
     def __init__(self, pid: int | None):
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self.pid, self.peak = pid, 0
+        self._lock, self._since = threading.Lock(), 0      # the resets so far: a sample taken before one is dropped
         if pid is not None:
             threading.Thread(target=self._sample, daemon=True).start()
 
     def reset(self) -> None:
-        self.peak = self.rss()
+        rss = self.rss()
+        with self._lock:
+            self.peak, self._since = rss, self._since + 1
 
     def rss(self) -> int:
         if self.pid is None:
@@ -84,11 +88,17 @@ class MemorySampler:
         return 0
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.1):
+        while True:
+            time.sleep(0.1)
+            with self._lock:
+                since = self._since
             try:
-                self.peak = max(self.peak, self.rss())
+                rss = self.rss()
             except OSError:       # the server is gone
                 return
+            with self._lock:
+                if since == self._since:
+                    self.peak = max(self.peak, rss)
 
 
 def cpu_seconds(server: subprocess.Popen | None) -> float:
@@ -232,7 +242,7 @@ def start_server(preset: str) -> tuple[subprocess.Popen, str]:
 
 
 def class_prompts(count: int, same: bool) -> list[str]:
-    examples = [example["prompt"] for example in json.loads((ROOT / "assets" / "examples.json").read_text())]
+    examples = [example.prompt for example in load_examples()]
     if same:
         return [examples[0]] * count
     return [f"{examples[i % len(examples)]} (Student {i + 1}.)" for i in range(count)]
@@ -322,6 +332,9 @@ def main(argv: list[str] | None = None) -> None:
         # median of ALONE_RUNS, as a shared machine's single runs vary.
         lone = [press_together(url, [run_args(args, prompts[0], seed=ALONE_SEED + i)]).times[0]
                 for i in range(ALONE_RUNS)]
+        failed = [times for times in lone if times.error]
+        if failed:
+            raise SystemExit(f"a lone run failed: {failed[0].error}")
         alone = sorted(lone, key=lambda times: times.done_s if times.done_s is not None else float("inf"))[
             len(lone) // 2]
         alone_peak = memory.peak
