@@ -25,8 +25,8 @@ from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import gather_panel
-from specviz.figures.tree_text import (extra_token, ordinal, ranked_children, rescue_sentence, sibling_ranks, stop_node,
-                                       tree_summary)
+from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
+                                       sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, FigureStyle, pattern
 from specviz.tokens import number, short, visible
@@ -103,7 +103,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
     bottom = 60 + LEGEND_ROOM + (LEGEND_ROOM if style.narrow else 0)   # axis title and legend (more rows on a phone)
     tree_px = max(count, 2) * row_px + 20
-    panel_title = GATHER_TITLE.format(s="s" * (_pending(step) != 1))
+    panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
     gap_px = 60 + 3 * style.font_size + int(title_lines * style.font_size * 1.4)   # axis title, the gather's title
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
@@ -131,22 +131,18 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
 
 
-def _pending(step: StepRecord) -> int:
-    cache = step.kv_target
-    return cache.after_forward - cache.before - len(step.tree.nodes)
-
-
 def _gather_words(step: StepRecord) -> str:
     """The caption's line on the gather (the panel below draws it row by row)."""
     cache, tree = step.kv_target, step.tree
-    kept = cache.after_cutoff - cache.before - _pending(step)
+    pending = pending_rows(cache, tree)
+    kept = cache.after_cutoff - cache.before - pending
     if not tree.nodes:
         return ""
     if not kept:
         return f"The KV gather (below) cropped all {len(tree.nodes)} node rows: no node is on an accepted path."
     return (f"The KV gather (below) kept the {kept} accepted path row{'s' * (kept != 1)} (node"
             f"{'s' * (kept != 1)} {', '.join(str(n) for n in tree.path[:kept])}), moved into place after the "
-            f"pending row{'s' * (_pending(step) != 1)}, and cropped the other {cache.cutoff}.")
+            f"pending row{'s' * (pending != 1)}, and cropped the other {cache.cutoff}.")
 
 
 def _panel_title(text: str, gather_share: float, style: FigureStyle) -> dict[str, Any]:

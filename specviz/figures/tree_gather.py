@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.records import StepRecord
-from specviz.figures.tree_text import gather_moves
+from specviz.figures.tree_text import gather_moves, pending_rows
 from specviz.style import COLORS, FigureStyle, pattern
 
 AFTER_FORWARD, AFTER_GATHER = 1, 0              # the two rows' y
@@ -47,7 +47,7 @@ def gather_panel(step: StepRecord, style: FigureStyle) -> tuple[list[dict[str, A
     tree, cache = step.tree, step.kv_target
     assert tree is not None, "gather_panel needs a tree step"
     moves = gather_moves(cache, step)
-    pending = cache.after_forward - cache.before - len(tree.nodes)
+    pending = pending_rows(cache, tree)
     first = cache.before + pending
     top: list[Slot] = []
     if cache.before:

@@ -113,7 +113,7 @@ def gather_sentence(model: str, cache: CacheLengths, step: StepRecord) -> str:
     if model != "target":
         return (f"{lengths}: drafting appended {appended} rows (its pending tokens and the nodes it fed); the gather "
                 f"kept {kept} (the pending rows and the accepted nodes it fed) and removed {cache.cutoff} off the path")
-    pending = appended - len(tree.nodes)
+    pending = pending_rows(cache, tree)
     fed = f"the {pending}-token prompt" if cache.before == 0 else f"{pending} pending"
     moves = gather_moves(cache, step)
     rows = ", ".join(f"{before} → {after} (node {node_id})" for node_id, before, after in moves)
@@ -183,6 +183,12 @@ def stop_reason(step: StepRecord, depth_limit: int, greedy: bool = True) -> str:
             f"p after it, so the target adds the bonus token ‘{visible(extra.text)}’ for free.")
 
 
+def pending_rows(cache: CacheLengths, tree: TreeRecord) -> int:
+    """The target cache rows a tree step's verify forward wrote before its nodes: the pending tokens (the
+    prompt at the prefill); node i then sits at row before + pending + i."""
+    return cache.after_forward - cache.before - len(tree.nodes)
+
+
 def gather_moves(cache: CacheLengths, step: StepRecord) -> list[tuple[int, int, int]]:
     """The target cache's gather as (node id, row before, row after) for every node it kept: the verify
     forward wrote the pending tokens' rows after `before`, then node i at row before + pending + i; the
@@ -191,7 +197,6 @@ def gather_moves(cache: CacheLengths, step: StepRecord) -> list[tuple[int, int, 
     (before == after) is kept without a copy."""
     tree = step.tree
     assert tree is not None, "gather_moves needs a tree step"
-    pending = cache.after_forward - cache.before - len(tree.nodes)
-    first = cache.before + pending
+    first = cache.before + pending_rows(cache, tree)
     kept = cache.after_cutoff - first
     return [(node_id, first + node_id, first + place) for place, node_id in enumerate(tree.path[:kept])]
