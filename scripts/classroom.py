@@ -17,7 +17,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
 from specviz.assets import load_examples  # noqa: E402
+from specviz.serving.notices import told_wait_s  # noqa: E402
 
 POLL_S = 0.05               # how often each client looks for new updates (the times' resolution)
 START_LIMIT_S = 1800        # the server's start and the warm-up run (the first start converts the weights)
@@ -44,7 +44,6 @@ REQUEST_LIMIT_S = 600       # one request to the server (joining the queue, a st
 CLIENTS_PER_PROCESS = 5
 ALONE_SEED = 999            # the lone runs' first seed; the class's is 0
 ALONE_RUNS = 3
-ESTIMATE = re.compile(r"about ([^,]+), from this server's measured speed")
 GB = 1024 ** 3
 
 
@@ -133,9 +132,7 @@ def press_run(client: Client, number: int, arguments: dict, start: threading.Eve
             times.first_word_s = times.first_word_s if times.first_word_s is not None else at
             if "Waiting in the queue" in status and times.queue_place_s is None:
                 times.queue_place_s = at
-                estimate = ESTIMATE.search(status)
-                times.estimated_wait_s = (seconds(estimate.group(1)) if estimate else
-                                          0.0 if "less than a second" in status else None)
+                times.estimated_wait_s = told_wait_s(status)
             if "Waiting in the queue" not in status and times.queue_place_s is not None and times.waited_s is None:
                 times.waited_s = at
             if status.startswith(("Running… step", "Done")) and times.first_step_s is None:
@@ -162,12 +159,6 @@ def open_page(url: str) -> Client:
     client = Client(url, verbose=False, httpx_kwargs={"timeout": REQUEST_LIMIT_S})
     client.predict(api_name="/stop")
     return client
-
-
-def seconds(text: str) -> float:
-    """'1 min 5 s' -> 65 (the queue line's durations: specviz/serving/notices.py `duration`)."""
-    hours, minutes, secs = (re.search(rf"(\d+) {unit}\b", text) for unit in ("h", "min", "s"))
-    return sum(int(match.group(1)) * scale for match, scale in ((hours, 3600), (minutes, 60), (secs, 1)) if match)
 
 
 def press_group(url: str, group: list[tuple[int, dict]], ready: Any) -> tuple[list[ClientTimes], float]:

@@ -19,8 +19,9 @@ from fakes import FakeRunner
 from specviz.controls import Controls
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
+from specviz.serving.notices import duration, queue_line, told_wait_s
 from specviz.serving.runner import ModelChoice, RunRequest
-from specviz.serving.run_queue import QueueFull, RunQueue, run_key, speed_kind
+from specviz.serving.run_queue import Place, QueueFull, RunQueue, run_key, speed_kind
 from specviz.serving.shared_run import DONE, QUEUED, STOPPED
 from specviz.serving.wait_estimate import SpeedLog
 
@@ -274,19 +275,12 @@ def measured_wait(runner: FakeRunner) -> tuple[float, float]:
     run_c = next(run for run in list(queue._waiting) if run.request.prompt == "c")
     estimate = queue.place(run_c).wait_s
     told = next(status for status in pages[2].statuses() if "place 3" in status)
-    assert abs(parse_seconds(re.search(r"about ([^,]+), from this server", told).group(1)) - estimate) <= 1.0
+    assert abs(told_wait_s(told) - estimate) <= 1.0
     wait_for(lambda: run_c.running_since is not None, "c starts")
     for page in pages:                                                 # done with them: stop them all
         handlers.stop(page.session)
         page.finish()
     return estimate, run_c.running_since - run_c.requested_at
-
-
-def parse_seconds(text: str) -> float:
-    """'1 min 5 s' -> 65."""
-    minutes = re.search(r"(\d+) min", text)
-    seconds = re.search(r"(\d+) s", text)
-    return 60 * int(minutes.group(1) if minutes else 0) + int(seconds.group(1) if seconds else 0)
 
 
 def test_the_speed_log_times_runs_by_kind_and_lends_the_mean_to_a_new_kind():
@@ -349,3 +343,10 @@ def test_pages_at_once_each_get_their_place_within_two_seconds():
     started_first = [page for page in pages if page.first("Waiting in the queue") is None]
     assert len(started_first) == 1 and len(runner.requests) == 10
     assert all(page.first("Waiting in the queue") < 2.0 for page in pages if page not in started_first)
+
+
+@pytest.mark.parametrize("wait_s", [None, 0.2, 7, 65, 3600 + 3 * 60])
+def test_the_wait_a_queue_line_tells_reads_back(wait_s):
+    told = told_wait_s(queue_line(Place(3, 2, wait_s)))
+    assert told == (None if wait_s is None else 0.0 if wait_s < 0.5 else round(wait_s))
+    assert told_wait_s(f"about {duration(125)}, from this server's measured speed") == 125

@@ -2,14 +2,19 @@
 
 - `queue_line`: where a waiting request stands and about how long it will wait.
 - `shared_notice`: the one line that says a request was served by another request's identical run.
+- `told_wait_s`: the wait a queue line told, read back (the load test and the tests compare it with the real one).
 """
 
 from __future__ import annotations
+
+import re
 
 from specviz.serving.run_queue import Place, Seat
 from specviz.serving.shared_run import DONE, QUEUED
 
 SAME = "the same models, prompt, settings and seed as"
+TOLD = re.compile(r"about ([^,]+), from this server's measured speed")     # queue_line's estimate
+UNIT_S = {"h": 3600, "min": 60, "s": 1}                                       # duration's units
 
 
 def duration(seconds: float) -> str:
@@ -28,6 +33,17 @@ def queue_line(place: Place) -> str:
             "less than a second, from this server's measured speed" if place.wait_s < 0.5 else
             f"about {duration(place.wait_s)}, from this server's measured speed")
     return f"Waiting in the queue: **place {place.place}** ({runs}) · {wait}"
+
+
+def told_wait_s(line: str) -> float | None:
+    """The estimated wait in seconds that a `queue_line` told: 0 for 'less than a second', None when it
+    told none (not yet estimated, or no queue line)."""
+    if "less than a second, from this server's measured speed" in line:
+        return 0.0
+    told = TOLD.search(line)
+    if told is None:
+        return None
+    return sum(int(amount) * UNIT_S[unit] for amount, unit in re.findall(r"(\d+) (h|min|s)\b", told.group(1)))
 
 
 def shared_notice(seat: Seat, phase: str) -> str:
