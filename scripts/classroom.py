@@ -17,10 +17,10 @@ import argparse
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -28,12 +28,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from gradio_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import app_server  # noqa: E402
 from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
 from specviz.assets import load_examples  # noqa: E402
 from specviz.serving.notices import told_wait_s  # noqa: E402
@@ -79,12 +79,7 @@ class MemorySampler:
             self.peak, self._since = rss, self._since + 1
 
     def rss(self) -> int:
-        if self.pid is None:
-            return 0
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return 0 if self.pid is None else app_server.rss_bytes(self.pid)
 
     def _sample(self) -> None:
         while True:
@@ -93,7 +88,7 @@ class MemorySampler:
                 since = self._since
             try:
                 rss = self.rss()
-            except OSError:       # the server is gone
+            except (OSError, RuntimeError):       # the server is gone (or a zombie without memory)
                 return
             with self._lock:
                 if since == self._since:
@@ -211,25 +206,13 @@ def press_together(url: str, arguments: list[dict], server: subprocess.Popen | N
 
 
 def start_server(preset: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--preset", preset],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + START_LIMIT_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with code {server.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    server.terminate()
-    raise SystemExit(f"the server did not answer within {START_LIMIT_S} s")
+    """app.py on `preset` in a process of its own (benchmarks/app_server.py), its output in a log file
+    that a failure names."""
+    log = Path(tempfile.mkdtemp(prefix="specviz-classroom-")) / "server.log"
+    try:
+        return app_server.start_server(("--preset", preset), log, timeout_s=START_LIMIT_S)
+    except RuntimeError as error:
+        raise SystemExit(f"{error} (the server's log: {log})") from None
 
 
 def class_prompts(count: int, same: bool) -> list[str]:
@@ -343,8 +326,7 @@ def main(argv: list[str] | None = None) -> None:
                                              "clients": [asdict(t) for t in pupils]}, indent=1))
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=60)
+            app_server.stop_server(server)
 
 
 if __name__ == "__main__":

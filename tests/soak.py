@@ -15,23 +15,20 @@ every run (peak) and at the end. Exit code 1 when any run failed.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from gradio_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.app_server import rss_bytes, start_server, stop_server  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
-from ui_server import free_port  # noqa: E402
 
 PROMPTS = ("def fibonacci(n):", "The quick brown fox", "SELECT name FROM users WHERE", "Once upon a time, a",
            "import numpy as np\n", "abc abc abc abc")
@@ -72,63 +69,8 @@ class SoakReport:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of process `pid` in MB, from /proc/<pid>/status."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
-def start_server(log: Path, timeout_s: float = 180.0, attempts: int = 3) -> tuple[subprocess.Popen, str]:
-    """`python app.py` on a free loopback port; returns the process and its URL once it answers.
-    A server that exits at once because another process took the port meanwhile is started
-    again on a fresh port."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return _start_server_once(log, timeout_s)
-        except PortTaken:
-            if attempt == attempts:
-                raise
-    raise RuntimeError("attempts must be at least 1")
-
-
-class PortTaken(RuntimeError):
-    """The server could not bind the port it was given."""
-
-
-def _start_server_once(log: Path, timeout_s: float) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1")
-    env.pop("SPECVIZ_HOSTED", None)
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "app.py", "--preset", "tiny-random", "--device", "cpu",
-                                    "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env,
-                                   stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = log.read_text()[-2000:]
-            if "Cannot find empty port" in output or "address already in use" in output.lower():
-                raise PortTaken(output)
-            raise RuntimeError(f"the server exited with {process.returncode}: {output}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    stop_server(process)
-    raise RuntimeError(f"the server did not answer within {timeout_s:.0f} s")
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=15)
+    """Resident memory of process `pid` in MB."""
+    return rss_bytes(pid) / 2**20
 
 
 def run_args(index: int, max_new_tokens: int) -> dict:
@@ -203,7 +145,7 @@ def run_soak(runs: int = 200, sessions: int = 8, max_new_tokens: int = 32, warmu
     warmup = warmup if warmup is not None else max(5, runs // 10)
     report = SoakReport(runs=runs)
     started = time.monotonic()
-    process, url = start_server(log)
+    process, url = start_server(("--preset", "tiny-random", "--device", "cpu"), log)
     try:
         report.rss_start_mb = report.rss_peak_mb = rss_mb(process.pid)
         downloads = Path(tempfile.mkdtemp(prefix="specviz-soak-downloads-"))

@@ -4,7 +4,6 @@ gradio_client and browser tests. `python tests/ui_server.py [port]` serves the f
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gradio as gr  # noqa: E402
 
 from app import MAX_SESSIONS, MAX_THREADS, MAX_UPLOAD, QUEUE_SIZE  # noqa: E402
+from benchmarks.app_server import free_port  # noqa: E402
 from specviz.assets import DemoTrace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.serving.policy import Policy  # noqa: E402
@@ -22,12 +22,6 @@ from specviz.theme import css, theme  # noqa: E402
 
 
 PORT_ATTEMPTS = 5
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve(runner: Runner, port: int | None = None, demo_trace: DemoTrace | None = None, policy: Policy = Policy(),
