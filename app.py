@@ -16,10 +16,10 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-from specviz.serving.space import use_persistent_storage  # noqa: E402
+from specviz.serving.space import on_zero_gpu, use_persistent_storage  # noqa: E402
 
 use_persistent_storage(os.environ)    # before gradio imports huggingface_hub, which reads HF_HOME once
 
@@ -29,6 +29,7 @@ from engine.runtime.compute_thread import ComputeThread, StepsOnComputeThread  #
 from engine.formats.sweep_format import sweep_document  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
+from specviz.serving.device_call import GpuDecorator  # noqa: E402
 from specviz.serving.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
 from specviz.serving.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
@@ -222,16 +223,19 @@ class EngineRunner:
             self._pairs.popitem(last=False)
 
 
-def gpu_decorator() -> Callable[[Callable], Callable]:
-    """spaces.GPU on Hugging Face ZeroGPU Spaces, otherwise a no-op."""
-    try:
-        import spaces
-    except ImportError:
-        return lambda fn: fn
+def gpu_decorator(environ: Mapping[str, str] = os.environ) -> GpuDecorator | None:
+    """spaces.GPU on a Hugging Face ZeroGPU Space (specviz/serving/space.py `on_zero_gpu`), else None:
+    elsewhere nothing is wrapped (spaces' own decorator would be effect-free there)."""
+    if not on_zero_gpu(environ):
+        return None
+    import spaces       # before torch is imported: on ZeroGPU spaces patches torch's CUDA entry points
     return spaces.GPU
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, EngineRunner]:
+    """Parse the command line, build the runner and the page: everything `main` does before it launches.
+    On a ZeroGPU Space nothing here touches a device: the default pair is not loaded at start-up
+    (the GPU exists only inside a decorated call, and each run's call loads what it needs)."""
     parser = argparse.ArgumentParser(description="SpecViz: speculative decoding, step by step.")
     # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0; anywhere else the default stays on loopback.
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
@@ -251,18 +255,25 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"public server: presets' models only, no local paths, short runs (default: on when "
                              f"${HOSTED_ENV}=1, or on a Hugging Face Space unless ${HOSTED_ENV}=0)")
     parser.add_argument("--no-preload", dest="preload", action="store_false",
-                        help="do not load the default pair at start-up (the first Run loads it)")
+                        help="do not load the default pair at start-up (the first Run loads it; never loaded "
+                             "at start-up on a ZeroGPU Space)")
     args = parser.parse_args(argv)
+    gpu = gpu_decorator()
     policy = Policy.hosted_default() if args.hosted else Policy()
     runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None,
                           cache=args.cache)
     names = [preset.name for preset in runner.presets()]
     if args.preset is not None and args.preset not in names:
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
-    if args.preload:
+    if args.preload and gpu is None:
         runner.preload(ModelChoice(preset=runner.default_preset))
-    demo = build_demo(runner, gpu=gpu_decorator(), policy=policy, queue_size=QUEUE_SIZE)
+    demo = build_demo(runner, gpu=gpu, policy=policy, queue_size=QUEUE_SIZE)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    return args, demo, runner
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, demo, _ = boot(argv)
     # Uploads are parsed, never served back, so no allowed_paths; max_file_size caps them.
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, max_file_size=MAX_UPLOAD,
                 state_session_capacity=MAX_SESSIONS, max_threads=MAX_THREADS, theme=theme(), css=css())

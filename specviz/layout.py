@@ -8,8 +8,6 @@ Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
 
 from __future__ import annotations
 
-from typing import Callable
-
 import gradio as gr
 
 from engine.formats.race import Race
@@ -18,6 +16,7 @@ from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trac
 from specviz.explore.tab import explore_tab
 from specviz.lab.tab import lab_tab
 from specviz.lab.views import KEYS, LabSet, recorded_lab
+from specviz.serving.device_call import GpuDecorator, no_gpu
 from specviz.serving.load_status import load_status_line
 from specviz.serving.policy import Policy
 from specviz.race.tab import race_tab
@@ -39,15 +38,17 @@ REFIT_JS = "requestAnimationFrame(() => window.dispatchEvent(new Event('resize')
 LARGE_TEXT_JS = f"(large) => {{ document.body.classList.toggle('sv-large', large); {REFIT_JS}; }}"
 
 
-def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: fn,
+def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
                demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
                lab: LabSet | None = None, race: tuple[Race | None, str] | None = None,
                queue_size: int = CAPACITY) -> gr.Blocks:
-    """The Blocks app; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU Spaces); `policy`
+    """The Blocks app; `gpu` is spaces.GPU on a ZeroGPU Space (else None): the Run tab's queue makes each
+    run one GPU call of it, and it wraps the other tabs' entries that run models; `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
     sweep, lab set and race (with its file name) shown first come from assets/ unless given;
     `queue_size` distinct runs of the Run tab may wait at once."""
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
+    wrap = gpu if gpu is not None else no_gpu
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
         with gr.Row(elem_id="sv-top"):
@@ -61,13 +62,13 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
                 run_tab(runner, demo_trace, policy, large, width, gpu, queue_size)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
-                race_tab(runner, policy, *(race if race is not None else load_recorded_race(ASSETS_DIR)), gpu)
+                race_tab(runner, policy, *(race if race is not None else load_recorded_race(ASSETS_DIR)), wrap)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
                 explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
-                            policy, gpu)
+                            policy, wrap)
             with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
                 lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)),
-                        policy, gpu)
+                        policy, wrap)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         tabs.select(None, js=f"() => {{ {REFIT_JS}; }}")
         demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")

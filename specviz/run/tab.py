@@ -5,14 +5,13 @@ KV caches, acceptance charts, export/import), wired to `Handlers` (specviz/run/h
 
 from __future__ import annotations
 
-from typing import Callable
-
 import gradio as gr
 
 from engine.config import (DRAFT_DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_DRAFTER,
                            TARGET_DTYPES, SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from specviz.controls import Controls
+from specviz.serving.device_call import GpuDecorator
 from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
@@ -25,10 +24,11 @@ STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its la
 
 
 def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Checkbox, width: gr.Number,
-            gpu: Callable[[Callable], Callable], queue_size: int = CAPACITY) -> None:
+            gpu: GpuDecorator | None, queue_size: int = CAPACITY) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
-    page's text-size toggle and viewport width; `queue_size` distinct runs may wait at once."""
-    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size),
+    page's text-size toggle and viewport width; `gpu` (spaces.GPU on a ZeroGPU Space, else None) makes
+    each run one GPU call once it leaves the queue; `queue_size` distinct runs may wait at once."""
+    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size, gpu=gpu),
                         shown_first=demo_trace.trace)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)
@@ -61,7 +61,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     # identical requests to one run, so up to VIEWERS pages watch at once instead of one.
     shown_elsewhere = dict(fn=lambda: gr.update(value=None), outputs=recorded_pick, show_progress="hidden",
                            queue=False, api_visibility="private")   # a new run or upload: no recorded run is shown
-    run.click(gpu(handlers.run), inputs=[state, large, width, *control_in], outputs=views_out,
+    run.click(handlers.run, inputs=[state, large, width, *control_in], outputs=views_out,
               show_progress_on=[views["status"]], api_name="run", preprocess=False, concurrency_limit=VIEWERS,
               validator=handlers.queued).success(**shown_elsewhere)
     views["replay"].click(handlers.replay, inputs=[state, large, width], outputs=views_out,

@@ -11,7 +11,9 @@ identical request runs again. Nothing is shared across servers.
 
 One worker thread steps the runs, so the order is the queue's whatever Gradio's worker threads
 do; each waiting request is told its place and the estimated wait (`wait`), from the runs ahead
-and this server's measured speed (specviz/serving/wait_estimate.py).
+and this server's measured speed (specviz/serving/wait_estimate.py). On a ZeroGPU Space (`gpu`:
+spaces.GPU) a run's device work is one GPU call that starts when the run leaves the queue
+(specviz/serving/device_call.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from engine.formats.trace import Trace
+from specviz.serving.device_call import DeviceCall, DeviceCallGeneration, GpuDecorator
 from specviz.serving.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.serving.shared_run import DONE, FAILED, STOPPED, SharedRun
 from specviz.serving.wait_estimate import SpeedLog, run_seconds
@@ -77,8 +80,10 @@ class RunQueue:
     runs in progress and recently finished by key, and the measured speed for wait estimates."""
 
     def __init__(self, runner: Runner, capacity: int = CAPACITY, kept: int = KEPT,
-                 clock: Callable[[], float] = time.monotonic, publish_interval: float = 0.0):
+                 clock: Callable[[], float] = time.monotonic, publish_interval: float = 0.0,
+                 gpu: GpuDecorator | None = None):
         self.runner = runner
+        self._device = DeviceCall(runner, gpu) if gpu is not None else None   # ZeroGPU: one GPU call per run
         self.capacity = capacity
         self.kept = kept
         self.clock = clock
@@ -191,7 +196,8 @@ class RunQueue:
         request = run.request
         run.starting()
         try:
-            generation = self.runner.start(request, progress=run.report)
+            generation = (self._device.start(request, progress=run.report) if self._device is not None
+                          else self.runner.start(request, progress=run.report))
         except (RunnerError, ValueError) as error:
             run.end(FAILED, self.clock(), error=f"Could not start: {error}")
             return
@@ -199,6 +205,14 @@ class RunQueue:
             LOG.exception("starting a run failed")
             run.end(FAILED, self.clock(), error=f"Could not start: {type(error).__name__}: {error}")
             return
+        try:
+            self._steps(run, generation)
+        finally:
+            if isinstance(generation, DeviceCallGeneration):
+                generation.close()          # a stopped or failed run ends its GPU call too
+
+    def _steps(self, run: SharedRun, generation: Generation) -> None:
+        request = run.request
         run.running(self.clock())
         published = self.clock()
         while not generation.is_done:
@@ -215,7 +229,7 @@ class RunQueue:
                 run.publish(generation.trace())
                 published = self.clock()
         trace = generation.trace()
-        if request.with_baseline:
+        if request.with_baseline and trace.baseline is None:      # a GPU call brings its baseline with the last step
             run.baseline(trace)
             try:
                 trace = self.runner.with_baseline(request, trace)

@@ -1,0 +1,166 @@
+"""One device call per run (docs/architecture.md §9, "ZeroGPU"): on a ZeroGPU Space every run of
+the Run tab does all its device work (loading or moving the pair onto the GPU, capturing its
+graphs, the steps with their readouts, the target-only baseline) inside one `spaces.GPU` call,
+and nothing else touches the GPU.
+
+`spaces.GPU` runs the decorated function in a forked worker process that holds a GPU for the
+call: its arguments and everything it yields are pickled across, exceptions other than
+`gr.Error` come back as a bare "ZeroGPU worker error", and closing the generator in the server
+stops the worker. So the call is a generator of plain events (the run's start, then one per
+step with the trace so far), a user's mistake travels as an event that becomes RunnerError
+again here, and `DeviceCallGeneration` turns the events back into a `Generation` the run queue
+steps as usual. The queue's wait happens before the call starts, so a waiting page holds no
+GPU time; the GPU time asked for is `gpu_seconds` of the request (spaces' dynamic duration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Iterator
+
+from engine.formats.trace import Trace
+from engine.records import StepRecord
+from specviz.serving.runner import Generation, ProgressFn, RunRequest, Runner, RunnerError
+from specviz.serving.space import gpu_seconds
+
+GpuDecorator = Callable[..., Callable]    # spaces.GPU: decorator(fn, duration=...) -> fn run in one GPU call
+def no_gpu(fn: Callable, **options: Any) -> Callable:
+    """spaces.GPU's stand-in off ZeroGPU: `fn` unchanged (spaces' own decorator is effect-free there too)."""
+    return fn
+
+
+LOADING = "loading the models onto the GPU (inside this run's GPU time)"
+
+
+@dataclass(frozen=True)
+class Loading:
+    message: str
+
+
+@dataclass(frozen=True)
+class Started:
+    trace: Trace
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """One step: its record and the trace so far; `done` on the last, whose trace carries the
+    target-only baseline when the request asked for it."""
+
+    record: StepRecord
+    trace: Trace
+    done: bool
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The runner refused the request (RunnerError, ValueError): its one sentence."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Broke:
+    """A step failed unexpectedly: what failed, and the trace recorded before it."""
+
+    message: str
+    trace: Trace | None
+
+
+Event = Loading | Started | Stepped | Refused | Broke
+
+
+class DeviceCall:
+    """The run queue's device work for one run as one decorated call (`gpu`, spaces.GPU) of `events`."""
+
+    def __init__(self, runner: Runner, gpu: GpuDecorator):
+        self.runner = runner
+        self._call = gpu(self.events, duration=request_seconds)
+
+    def start(self, request: RunRequest, progress: ProgressFn) -> "DeviceCallGeneration":
+        """Open the call for `request` and wait until its run has started; RunnerError for a refused request."""
+        return DeviceCallGeneration(self._call(request), progress)
+
+    def events(self, request: RunRequest) -> Iterator[Event]:
+        """The call's body, run where the GPU is: start the run, step it to its end (the baseline
+        after the last step), yielding each step. Only `request` and the events cross the call's edge."""
+        yield Loading(LOADING)
+        try:
+            generation = self.runner.start(request, progress=lambda fraction, message: None)
+        except (RunnerError, ValueError) as error:
+            yield Refused(str(error))
+            return
+        yield Started(generation.trace())
+        while not generation.is_done:
+            try:
+                record = generation.step()
+                trace = generation.trace()
+                if generation.is_done and request.with_baseline:
+                    trace = self.runner.with_baseline(request, trace)
+            except Exception as error:  # becomes the run's failure in the server, with what was recorded
+                yield Broke(f"{type(error).__name__}: {error}", _recorded(generation))
+                return
+            yield Stepped(record, trace, generation.is_done)
+
+
+def request_seconds(request: RunRequest) -> int:
+    """spaces.GPU's dynamic duration: called with the decorated function's arguments."""
+    return gpu_seconds(request.config, request.with_baseline)
+
+
+class DeviceCallGeneration:
+    """The run inside an open device call, seen from the server: `step()` takes the call's next step."""
+
+    def __init__(self, events: Generator[Event, None, None], progress: ProgressFn):
+        self._events = events
+        self._trace: Trace | None = None
+        self._done = False
+        for event in events:
+            if isinstance(event, Loading):
+                progress(0.0, event.message)
+                continue
+            if isinstance(event, Started):
+                self._trace = event.trace
+                return
+            self._failed(event)
+        raise RuntimeError("the GPU call ended before its run started")
+
+    @property
+    def is_done(self) -> bool:
+        return self._done
+
+    def step(self) -> StepRecord:
+        if self._done:
+            raise RuntimeError("the run has ended")
+        event = next(self._events)
+        if not isinstance(event, Stepped):
+            self._failed(event)
+        self._trace, self._done = event.trace, event.done
+        if self._done:
+            for late in self._events:       # the call returns now, so its GPU is released with the run's end
+                self._failed(late)
+        return event.record
+
+    def trace(self) -> Trace:
+        assert self._trace is not None
+        return self._trace
+
+    def close(self) -> None:
+        """End the call (a stopped run, a failure, or its end): the worker stops and the GPU is released."""
+        self._events.close()
+
+    def _failed(self, event: Any) -> None:
+        self.close()
+        if isinstance(event, Refused):
+            raise RunnerError(event.message)
+        if isinstance(event, Broke):
+            self._trace = event.trace if event.trace is not None else self._trace
+            raise RuntimeError(event.message)
+        raise RuntimeError(f"the GPU call sent {type(event).__name__} out of turn")
+
+
+def _recorded(generation: Generation) -> Trace | None:
+    try:
+        return generation.trace()
+    except Exception:  # a broken generation may not even give its partial trace
+        return None
