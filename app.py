@@ -84,6 +84,26 @@ class EngineRunner:
         thread.start()
         return thread
 
+    def convert_at_start(self, preset: str) -> threading.Thread:
+        """A ZeroGPU Space's start-up instead of `preload`: convert the preset's embedded weights into the
+        cache in the background (files on the CPU, no model loaded), so the first run's GPU call, which
+        loads them, finds them converted; the conversion takes longer than a run's GPU time. A run that
+        starts meanwhile waits on the cache's lock; a failure is logged and the run's own load meets it."""
+        from engine.background_load import convert_weights
+        from engine.presets import get_preset
+        chosen = get_preset(preset)
+
+        def run() -> None:
+            try:
+                convert_weights([chosen.target, *([chosen.draft] if chosen.draft else [])],
+                                lambda message: LOG.info("%s: %s", preset, message))
+            except Exception as error:  # the first run's load converts again and says why it fails
+                LOG.warning("converting %s's weights at start-up failed: %s", preset, error)
+
+        thread = threading.Thread(target=run, name="specviz-convert", daemon=True)
+        thread.start()
+        return thread
+
     def load_status(self) -> LoadStatus | None:
         return None if self._background is None else self._background[1].status()
 
@@ -234,8 +254,9 @@ def gpu_decorator(environ: Mapping[str, str] = os.environ) -> GpuDecorator | Non
 
 def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, EngineRunner]:
     """Parse the command line, build the runner and the page: everything `main` does before it launches.
-    On a ZeroGPU Space nothing here touches a device: the default pair is not loaded at start-up
-    (the GPU exists only inside a decorated call, and each run's call loads what it needs)."""
+    On a ZeroGPU Space nothing here touches a device: the default pair is not loaded at start-up (the
+    GPU exists only inside a decorated call, and each run's call loads what it needs); its embedded
+    weights are converted into the cache instead (`convert_at_start`)."""
     parser = argparse.ArgumentParser(description="SpecViz: speculative decoding, step by step.")
     # Hugging Face Spaces set GRADIO_SERVER_NAME=0.0.0.0; anywhere else the default stays on loopback.
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
@@ -267,6 +288,8 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
         parser.error(f"unknown preset {args.preset!r}; choose one of {', '.join(names)}")
     if args.preload and gpu is None:
         runner.preload(ModelChoice(preset=runner.default_preset))
+    elif args.preload:
+        runner.convert_at_start(runner.default_preset)
     demo = build_demo(runner, gpu=gpu, policy=policy, queue_size=QUEUE_SIZE)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return args, demo, runner

@@ -4,6 +4,10 @@ app.py's EngineRunner starts loading the default pair as soon as the server star
 reports its progress here (`report`, load_pair's progress callback) and ends with `finish`;
 anyone who needs that pair meanwhile (a Run pressed early) `wait`s on it, seeing the same
 progress, so the pair is never loaded twice. The page's status line reads `status()`.
+
+On a ZeroGPU Space nothing loads at start-up (a GPU exists only inside each run's spaces.GPU call,
+specviz/serving/device_call.py); the start-up work there is `convert_weights`: the default pair's
+embedded GGUF weights converted into the cache on the CPU, so that no run's GPU time goes on it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from engine.device_costs import DeviceCosts
 
@@ -86,3 +90,17 @@ class BackgroundLoad:
         ended = self._ended if self._ended is not None else time.monotonic()
         return LoadStatus(self.label, self._state, self._fraction, self._message, ended - self._started,
                           self._converted, self._device_costs)
+
+
+def convert_weights(references: Iterable[str], report: Callable[[str], None]) -> list[str]:
+    """Convert the embedded GGUF weights among `references` (model references, as presets name them)
+    into the converted-weight cache, loading no model: files only, on the CPU. The references
+    converted or found converted; any other kind of reference (a Hub id, the tiny pair) is skipped."""
+    from engine.loading.gguf_cache import cache_root, converted_embedded   # imports torch: only when called
+    from engine.loading.weights import EMBEDDED_PREFIX, embedded_spec
+    root, done = cache_root(), []
+    for reference in references:
+        if reference.startswith(EMBEDDED_PREFIX):
+            converted_embedded(embedded_spec(reference), root, report)
+            done.append(reference)
+    return done

@@ -157,8 +157,9 @@ def booted(argv: list[str]) -> tuple:
 def run_handlers(demo) -> Handlers:
     """The Run tab's handlers, from the event the page's Run button calls (api_name "run")."""
     run = next(fn for fn in demo.fns.values() if fn.api_name == "run")
-    assert isinstance(run.fn.__self__, Handlers), "the Run button's handler is wrapped: it would span the queue's wait"
-    return run.fn.__self__
+    handlers = getattr(run.fn, "__self__", None)
+    assert isinstance(handlers, Handlers), "the Run button's handler is wrapped: its GPU call would span the queue's wait"
+    return handlers
 
 
 def wait_ended(seat):
@@ -188,6 +189,23 @@ def test_boot_on_zero_gpu_touches_no_device(spaces, device_work):
     assert runner.load_status() is None                         # no start-up load began
     assert spaces.calls == []
     run_handlers(demo)
+
+
+def test_boot_on_zero_gpu_converts_the_default_weights_without_loading_them(spaces, device_work, monkeypatch):
+    import engine.background_load
+    from engine.presets import DEFAULT_PRESET, PRESETS
+    asked, converted = [], threading.Event()
+
+    def convert_weights(references, report):       # converting is gguf_cache's (tests/test_models.py)
+        asked.append(list(references))
+        converted.set()
+        return asked[-1]
+
+    monkeypatch.setattr(engine.background_load, "convert_weights", convert_weights)
+    _, _, runner = booted([])
+    assert converted.wait(ENDED_WITHIN_S)
+    assert asked == [[PRESETS[DEFAULT_PRESET].target, PRESETS[DEFAULT_PRESET].draft]]
+    assert device_work.seen == [] and runner.load_status() is None
 
 
 def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(spaces, device_work):
