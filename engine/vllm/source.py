@@ -16,7 +16,7 @@ from engine.formats.trace import TextTokens, Trace
 from engine.records import StepRecord
 from engine.vllm.ngram import DEFAULT_LOOKUP
 from engine.vllm.server_info import ServerInfo, probe
-from engine.vllm.stream import CompletionStream, StreamChunk, completion_body
+from engine.vllm.stream import CompletionStream, SpecMetrics, StreamChunk, completion_body
 from engine.vllm.to_trace import build_trace, external_config
 from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, VllmError, post_json
 
@@ -77,6 +77,11 @@ class VllmGeneration:
     @property
     def is_done(self) -> bool:
         return self._done
+
+    @property
+    def metrics(self) -> SpecMetrics | None:
+        """The server's own per-request speculative metrics, once the run is done."""
+        return self._stream.metrics if self._done else None
 
     def step(self) -> StepRecord:
         """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
