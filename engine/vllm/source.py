@@ -128,8 +128,10 @@ class VllmGeneration:
 
 
 def start_generation(address: str, prompt: str, config: SpecConfig, method: str = "draft_model", dtype: str = "",
-                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> VllmGeneration:
-    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence)."""
+                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                     ngram_lookup: tuple[int, int] = DEFAULT_LOOKUP) -> VllmGeneration:
+    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence).
+    `ngram_lookup`: the n-gram server's (prompt_lookup_min, prompt_lookup_max), vLLM's (5, 5) unless set."""
     info = probe(address, method, dtype)
     info.check_usable(expected_model)
-    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s)
+    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s, ngram_lookup=ngram_lookup)
