@@ -18,6 +18,7 @@ from engine.formats.trace import Trace
 
 ProgressFn = Callable[[float, str], None]   # (fraction 0..1, message)
 CUSTOM = "custom"                           # preset choice meaning "use the draft/target boxes"
+VLLM_SERVER = "vllm-server"                 # preset choice meaning "stream from the vLLM server in the URL box"
 
 
 class RunnerError(Exception):
@@ -40,15 +41,21 @@ class ModelChoice:
     target: str = ""
     draft_dtype: str = "auto"               # engine.config.DRAFT_DTYPES; auto: int8 on a CPU, bfloat16 on CUDA
     target_dtype: str = "auto"              # engine.config.TARGET_DTYPES; auto: bfloat16 on CUDA, else float32
+    server: str = ""                        # a vLLM server address (docs/architecture.md §12): preset/draft/target ignored
+    server_method: str = "draft_model"      # what the server speculates with: "draft_model" | "ngram" (a hint)
 
     @property
     def key(self) -> tuple[str, ...]:
         """Identifies a loaded pair in a cache."""
+        if self.server:
+            return ("server", self.server, self.server_method)
         models = ("preset", self.preset) if self.preset else ("custom", self.draft, self.target)
         return (*models, self.draft_dtype, self.target_dtype)
 
     @property
     def label(self) -> str:
+        if self.server:
+            return f"vLLM server {self.server}"
         return self.preset or f"{self.draft} → {self.target}"
 
 
