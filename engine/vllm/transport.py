@@ -153,9 +153,8 @@ def stream_post(address: ServerAddress, path: str, body: dict[str, Any],
                 yield Arrival(time.perf_counter(), data)
     except httpx.TimeoutException:
         raise VllmError(f"The vLLM server at {address} sent nothing for {read_timeout_s:g} s: it is overloaded or "
-                        "stuck; the steps so far are kept.") from None
+                        "stuck.") from None
     except httpx.HTTPError as error:
-        raise VllmError(f"The connection to the vLLM server at {address} broke mid-run ({type(error).__name__}); "
-                        "the steps so far are kept.") from None
-    raise VllmError(f"The vLLM server at {address} ended its stream without finishing the run; the steps so far "
-                    "are kept.")
+        raise VllmError(f"The connection to the vLLM server at {address} broke mid-run "
+                        f"({type(error).__name__}).") from None
+    raise VllmError(f"The vLLM server at {address} ended its stream without finishing the run.")
