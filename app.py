@@ -107,7 +107,7 @@ class EngineRunner:
         return StepsOnComputeThread(self.compute.run(self._start, request, progress), self.compute)
 
     def _server_generation(self, request: RunRequest, progress: ProgressFn) -> Generation:
-        """A run streamed from a vLLM server (docs/architecture.md §12): no model loads here and nothing runs
+        """A run streamed from a vLLM server (docs/architecture.md §10): no model loads here and nothing runs
         on the compute thread; the same Generation protocol, so the Run tab, export and replay work as ever.
         A hosted server's policy decides which addresses it may reach (check_models)."""
         from engine.vllm.source import start_generation

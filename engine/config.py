@@ -112,7 +112,7 @@ class SpecConfig:
     draft_kernel: str = ""           # engine/runtime/kernel_names.py; "" for n-gram drafting or a trace from before
     target_kernel: str = ""
     engine: str = ""                 # "" = SpecViz's own engine; else the server that ran it, e.g. "vllm 0.32.0"
-                                     # (docs/architecture.md §12: no p, q, draws or phase times then)
+                                     # (docs/architecture.md §10: no p, q, draws or phase times then)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")

@@ -14,7 +14,7 @@ EMIT_KINDS = ("accepted", "recovered", "bonus")
 TREE_VERDICTS = ("accepted", "rejected", "unreached")
 # Where a draft token's id comes from: the engine that ran (SpecViz's own, or a server that returned it),
 # SpecViz rebuilding it with the server's own lookup rule (a vLLM n-gram draft), or nowhere (a vLLM server
-# does not return its rejected drafts: id None). docs/architecture.md §3 and §12.
+# does not return its rejected drafts: id None). docs/architecture.md §3 and §10.
 DRAFT_ORIGINS = ("engine", "reconstructed", "unknown")
 
 

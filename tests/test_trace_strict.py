@@ -91,7 +91,7 @@ MALFORMED = [
      "summary.baseline.tokens_per_s must be a number from 0 to 1e+12, got -2.0"),
     (_set("steps", 0, "draft", 1, "id", 10**30),
      f"steps[0].draft[1].id must be null or {WHOLE}, got 1000000000000000000000000000000"),
-    # tokens another engine did not return (docs/architecture.md §12): null ids only where unknown, never emitted
+    # tokens another engine did not return (docs/architecture.md §10): null ids only where unknown, never emitted
     (_set("steps", 1, "draft", 2, "id", None), 'steps[1].draft[2] needs origin "unknown" exactly when its id is null'),
     (_set("steps", 1, "draft", 2, "origin", "unknown"), 'steps[1].draft[2] needs origin "unknown" exactly when its id is null'),
     (_set("steps", 1, "draft", 2, "origin", "guessed"),

@@ -137,7 +137,7 @@ def _check_step(step: StepRecord, where: str) -> None:
 
 
 def _check_unknown_tokens(step: StepRecord, where: str) -> None:
-    """Another engine may leave tokens unknown (id null, docs/architecture.md §12), but never one it emitted."""
+    """Another engine may leave tokens unknown (id null, docs/architecture.md §10), but never one it emitted."""
     for position, token in enumerate(step.draft):
         if (token.id is None) != (token.origin == "unknown"):
             raise TraceFormatError(f"{where}.draft[{position}] needs origin \"unknown\" exactly when its id is null")

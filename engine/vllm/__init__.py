@@ -1,4 +1,4 @@
-"""vLLM as an engine source (docs/architecture.md §12): a running vLLM OpenAI server's stream
+"""vLLM as an engine source (docs/architecture.md §10): a running vLLM OpenAI server's stream
 turned into SpecViz's own trace, step by step.
 
 One folder, torch-free (httpx and the standard library): transport.py (addresses, JSON GET,

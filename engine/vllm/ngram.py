@@ -4,7 +4,7 @@ A port of vllm/v1/spec_decode/ngram_proposer.py `_find_longest_matched_ngram_and
 the longest suffix n-gram of the context with min_n <= n <= max_n that occurs earlier (its
 earliest occurrence when several tie), and up to k tokens that followed it. SpecViz's own n-gram
 drafter (engine/decode/drafters.py) prefers other matches, so it cannot stand in. Drafts built
-here are marked `origin="reconstructed"` in the trace (docs/architecture.md §12).
+here are marked `origin="reconstructed"` in the trace (docs/architecture.md §10).
 """
 
 from __future__ import annotations

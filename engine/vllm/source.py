@@ -1,6 +1,6 @@
 """A run on a vLLM server as a Generation (specviz/serving/runner.py): `step()` waits for the next
 chunk and returns its step, `trace()` is a valid Trace at any point; once the final chunk brings
-the per-step arrays the trace is rebuilt from them (docs/architecture.md §12).
+the per-step arrays the trace is rebuilt from them (docs/architecture.md §10).
 
 The prompt is tokenized by the server (`/tokenize`; through its chat template unless the config
 says raw or the tokenizer has none), so the ids are the server's; each token's text comes from

@@ -1,5 +1,5 @@
 """A streamed completion from a vLLM server: token-bearing chunks as they arrive, and the final
-chunk's `metrics.speculative_decoding` (the per-step arrays, docs/architecture.md §12)."""
+chunk's `metrics.speculative_decoding` (the per-step arrays, docs/architecture.md §10)."""
 
 from __future__ import annotations
 

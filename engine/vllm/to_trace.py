@@ -1,4 +1,4 @@
-"""A vLLM stream as SpecViz's trace: one StepRecord per engine step (docs/architecture.md §12).
+"""A vLLM stream as SpecViz's trace: one StepRecord per engine step (docs/architecture.md §10).
 
 Step 0 is the prefill's token (k = 0, a bonus: the target's own token with nothing drafted);
 step i takes per_step_accepted[i-1] + 1 tokens: the accepted drafts, then the target's own token

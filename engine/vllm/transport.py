@@ -1,7 +1,7 @@
 """HTTP to a vLLM server: its address, JSON GETs and a streamed POST, every failure one sentence.
 
 `VllmError` is the only exception this folder raises at a caller: its message is one sentence a
-page can show as is (docs/architecture.md §12, faults).
+page can show as is (docs/architecture.md §10, faults).
 """
 
 from __future__ import annotations

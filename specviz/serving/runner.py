@@ -35,7 +35,7 @@ class PresetInfo:
 @dataclass(frozen=True)
 class ModelChoice:
     """Which pair to load: a preset name, or custom draft/target (hub id, local dir or .gguf path), or a
-    running vLLM server (`server`, its address; docs/architecture.md §12) whose models the run streams from."""
+    running vLLM server (`server`, its address; docs/architecture.md §10) whose models the run streams from."""
 
     preset: str = ""
     draft: str = ""
