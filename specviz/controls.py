@@ -2,7 +2,7 @@
 
 A run on a vLLM server (`preset == VLLM_SERVER`, the address in `server`) is refused, in one
 sentence, the settings the server cannot honour: token trees, adaptive k, top-k (vLLM 0.32's
-speculation crashes on it) and the target-only comparison (docs/architecture.md §12).
+speculation crashes on it) and the target-only comparison (docs/architecture.md §10).
 """
 
 from __future__ import annotations

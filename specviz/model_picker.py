@@ -2,7 +2,7 @@
 
 The Explore, Lab and Race tabs build theirs here (`model_picker`); the Run tab lays out its own
 boxes but takes the choices, the server box and the notes from here, so each says the same thing.
-A vLLM server (docs/architecture.md §12) runs its own pair: the page streams from it, so its k and
+A vLLM server (docs/architecture.md §10) runs its own pair: the page streams from it, so its k and
 models are the server's, and a hosted server connects only to the addresses its operator allows.
 """
 

@@ -6,7 +6,7 @@ SPECVIZ_HOSTED=1, or any Hugging Face Space unless SPECVIZ_HOSTED=0) takes the p
 models only, never a path on the server's disk, and smaller runs. Pure values and checks: the UI checks a request before any model
 loads, and app.py's runner checks again before it loads one.
 
-A vLLM server (docs/architecture.md §12) is an address the server itself connects to, so a hosted
+A vLLM server (docs/architecture.md §10) is an address the server itself connects to, so a hosted
 server never takes one typed on the page: only those its operator lists (`--vllm-server URL`,
 repeatable, and/or $SPECVIZ_VLLM_SERVERS, comma- or space-separated). A classroom server takes any.
 """
