@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.vllm.transport import get_json, parse_address, post_json, stream_post
+from engine.vllm.transport import get_json, get_text, parse_address, post_json, stream_post
 
 PROMPTS = {"greedy": ("abc", 0.0, 24), "sampled": ("Hello, world", 0.8, 24), "long": ("abcabcabc", 0.0, 40)}
 
@@ -20,13 +20,15 @@ def record(address_text: str) -> dict:
     address = parse_address(address_text)
     models = get_json(address, "/v1/models")
     model = models["data"][0]["id"]
-    document = {"version": get_json(address, "/version"), "models": models, "streams": {}, "tokenize": {}}
+    document = {"version": get_json(address, "/version"), "models": models, "streams": {}, "tokenize": {},
+                "metrics_before": get_text(address, "/metrics")}
     for name, (prompt, temperature, tokens) in PROMPTS.items():
         ids = post_json(address, "/tokenize", {"model": model, "prompt": prompt})["tokens"]
         document["tokenize"][prompt] = ids
         body = {"model": model, "prompt": ids, "max_tokens": tokens, "temperature": temperature, "top_p": 1.0,
                 "seed": 1, "n": 1, "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True}
         document["streams"][name] = {"body": body, "events": [a.data for a in stream_post(address, "/v1/completions", body)]}
+    document["metrics_after"] = get_text(address, "/metrics")
     vocabulary = len(json.loads(Path(models["data"][0]["root"], "tokenizer.json").read_text())["model"]["vocab"])
     document["detokenize"] = [post_json(address, "/detokenize", {"model": model, "tokens": [i]})["prompt"]
                               for i in range(vocabulary)]

@@ -7,6 +7,7 @@ page can show as is (docs/architecture.md §10, faults).
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 DEFAULT_TIMEOUT_S = 10.0
+_HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")     # a name, an IPv4 or an IPv6 address
 DEFAULT_READ_TIMEOUT_S = 60.0
 
 
@@ -58,7 +60,7 @@ def parse_address(text: str | ServerAddress) -> ServerAddress:
         port = parts.port
     except ValueError:
         port = None
-    if (parts.scheme not in ("http", "https") or not parts.hostname or port is None
+    if (parts.scheme not in ("http", "https") or not _HOST.fullmatch(parts.hostname or "") or port is None
             or parts.path.rstrip("/") not in ("", "/v1") or parts.query or parts.fragment or parts.username):
         raise VllmError(f"{raw!r} is not a vLLM server address: {hint}.")
     return ServerAddress(parts.hostname, port, parts.scheme)
