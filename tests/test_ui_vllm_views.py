@@ -6,6 +6,7 @@ acceptance charts agree with the server's own per-step counts. It exports and up
 
 from __future__ import annotations
 
+import html
 from collections import Counter
 
 from engine.formats.trace import Trace
@@ -14,11 +15,13 @@ from specviz.figures.acceptance import histogram_figure, position_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views, render
+from specviz.tokens import short
 from trace_factory import make_trace
-from vllm_traces import FINAL_METRICS, ngram_trace, vllm_trace
+from vllm_traces import ngram_trace, recorded_metrics, vllm_trace
 
 NAMES = Views.names()
 NO_NUMBERS = "vLLM does not return p, q or the random draws"
+FINAL_METRICS = recorded_metrics("long")          # the server's own counts: 3 bonus steps, partial and no accepts
 ACCEPTED = FINAL_METRICS["per_step_accepted"]
 K = FINAL_METRICS["num_spec_tokens"]
 
@@ -30,18 +33,19 @@ def cells(figure) -> dict[str, list[tuple[int, str, str]]]:
 
 
 def test_drafts_vllm_did_not_return_are_question_marks_of_their_own_kind():
-    drawn = cells(timeline_figure(vllm_trace()))
+    drawn = cells(timeline_figure(vllm_trace("long")))
     rejected = [step for step, accepted in enumerate(ACCEPTED, start=1) if accepted < K]
     assert sorted(step for step, _, _ in drawn["rejected"]) == rejected            # one rejection a step, as vLLM counted
     assert Counter(step for step, _, _ in drawn["unverified"]) == {
-        step: K - accepted - 1 for step, accepted in enumerate(ACCEPTED, start=1) if K - accepted - 1}
+        step: K - accepted - 1 for step, accepted in enumerate(ACCEPTED, start=1) if K - accepted - 1 > 0}
     for kind in ("rejected", "unverified"):
         for step, text, hover in drawn[kind]:
             assert text == "?", (kind, step, text)
             assert "vLLM does not return the drafts it rejected" in hover and NO_NUMBERS in hover
             assert "q (draft prob)" not in hover and "p (target prob)" not in hover
-    accepted = drawn["accepted"]
-    assert len(accepted) == sum(ACCEPTED) and all(text != "?" for _, text, _ in accepted)
+    trace = vllm_trace("long")
+    kept = [(step.index, html.escape(short(token.text), quote=False)) for step in trace.steps for token in step.emitted if token.kind == "accepted"]
+    assert [(step, text) for step, text, _ in drawn["accepted"]] == kept and len(kept) == sum(ACCEPTED)
     assert all(NO_NUMBERS in hover for kind in ("recovered", "bonus") for _, _, hover in drawn[kind])
 
 
@@ -58,7 +62,7 @@ def test_reconstructed_ngram_drafts_are_marked_as_rebuilt():
 
 
 def test_the_step_detail_says_why_there_are_no_numbers():
-    trace = vllm_trace()
+    trace = vllm_trace("long")
     for step in trace.steps[1:]:
         detail = render(trace, "", selected=step.index).detail
         assert NO_NUMBERS in detail and "draw u</th>" not in detail
@@ -70,7 +74,7 @@ def test_the_step_detail_says_why_there_are_no_numbers():
 
 
 def test_a_sampled_vllm_rejection_names_vllms_test_not_a_blank_residual():
-    trace = vllm_trace(temperature=0.8)
+    trace = vllm_trace("sampled")
     step = next(step for step in trace.steps if step.rejected_at is not None)
     detail = render(trace, "", selected=step.index).detail
     assert "rejected by vLLM&#x27;s own test of u against min(1, p/q), whose numbers it does not return" in detail
@@ -82,7 +86,7 @@ def test_the_cards_name_the_engine_its_k_and_dtype_and_claim_no_exactness():
     metrics = render(vllm_trace(), "").metrics
     assert "<div class='sv-card-label'>engine</div><div class='sv-card-value'>vLLM 0.32.0</div>" in metrics
     assert "k = 3 is the server&#x27;s setting" in metrics
-    assert ("vLLM 0.32.0 at http://127.0.0.1:8011 · target /models/tiny-target (float32) · draft model (the server’s)"
+    assert ("vLLM 0.32.0 at http://127.0.0.1:8011 · target /tmp/vllm-dev/pair/target (float32) · draft model (the server’s)"
             " · k = 3, the server&#x27;s setting · greedy") in metrics
     assert "SpecViz&#x27;s exactness guarantees cover its own engine, not this one" in metrics
     assert "exact up to float rounding" not in metrics and "predicted speedup" not in metrics
@@ -91,7 +95,7 @@ def test_the_cards_name_the_engine_its_k_and_dtype_and_claim_no_exactness():
 
 
 def test_the_acceptance_charts_agree_with_the_servers_counts():
-    trace = vllm_trace()
+    trace = vllm_trace("long")
     verify_steps = len(ACCEPTED)
     by_position = position_figure(trace).data[0].y
     for position in range(K):        # accepted at d(i+1) among the steps that reached it, from vLLM's own array
@@ -113,6 +117,6 @@ def test_a_vllm_trace_exports_uploads_and_draws_the_same():
 
 
 def test_a_live_vllm_run_draws_before_its_final_counts_arrive():
-    live = vllm_trace(complete=False, chunks=6)
+    live = vllm_trace("sampled", complete=False, chunks=6)
     views = render(live, "running", live=True)
     assert not live.complete and "incomplete" in views.output and "?" in str(cells(views.timeline)["rejected"])

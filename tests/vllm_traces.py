@@ -1,12 +1,12 @@
-"""vLLM traces for the page's tests, built by engine/vllm/to_trace.py (the code a live run uses) from a
-stream recorded on a real vLLM 0.32.0 server: the tiny random Llama pair, float32, draft model k = 3,
-prompt "abc", 24 greedy tokens (/work/shared/vllm-notes.md, "The stream"). Its chunk sizes and final
-metrics are the server's own; its byte-level token ids stand for the tokens. An n-gram trace runs the
-same split with vLLM's n-gram rule rebuilding the rejected drafts it can (origin "reconstructed")."""
+"""vLLM traces for the page's tests, built by engine/vllm/to_trace.py (the code a live run uses) from the
+streams recorded on a real vLLM 0.32.0 server (tests/data/vllm/, tests/vllm_record.py: the tiny random
+Llama pair, float32, draft model k = 3, detailed per-request metrics). Arrival times are spaced evenly
+(the recording keeps none). An n-gram trace runs the same split with vLLM's n-gram rule rebuilding the
+rejected drafts it can (origin "reconstructed") on a hand-made byte-level stream."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.config import SpecConfig
 from engine.formats.trace import TextTokens, Trace
@@ -15,25 +15,44 @@ from engine.vllm.server_info import ServerInfo
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.to_trace import build_trace, external_config
 from engine.vllm.transport import parse_address
+from vllm_replay import load_recording
 
-# The server's chunk sizes: the prefill's one token, then accepted + 1 per verify step.
-CHUNK_SIZES = (1, 2, 1, 1, 3, 1, 2, 2, 1, 1, 1, 1, 2, 1, 1, 2, 1)
-FINAL_METRICS = {"mean_acceptance_length": 1.4375, "draft_acceptance_rate": 0.1458,
-                 "acceptance_histogram": [10, 5, 1, 0], "num_spec_steps": 16, "num_accepted_draft_tokens": 7,
-                 "num_draft_tokens": 48, "num_spec_tokens": 3,
-                 "per_step_accepted": [1, 0, 0, 2, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0],
-                 "per_step_drafted": [3] * 16}
-OUTPUT = "defghijklmnopqrstuvwxyz!"        # 24 byte-level tokens (ids = code points)
+RECORDING = load_recording()
 STEP_GAP_S = 0.05
 
 
+def recorded_metrics(name: str = "greedy") -> dict[str, Any]:
+    """The server's own final `metrics.speculative_decoding` for the recorded stream `name`."""
+    return next(e["metrics"]["speculative_decoding"] for e in RECORDING["streams"][name]["events"]
+                if not e.get("choices"))
+
+
 def decode(ids: Sequence[int]) -> list[str]:
-    return [chr(token) for token in ids]
+    return [RECORDING["detokenize"][token] for token in ids]
 
 
 def server_info(method: str = "draft_model", k: int = 3) -> ServerInfo:
-    return ServerInfo(parse_address("http://127.0.0.1:8011"), "target", "/models/tiny-target", 512, "0.32.0",
-                      method, k, True, "float32")
+    card = RECORDING["models"]["data"][0]
+    return ServerInfo(parse_address("http://127.0.0.1:8011"), card["id"], card["root"], card.get("max_model_len"),
+                      RECORDING["version"]["version"], method, k, True, "float32")
+
+
+def vllm_trace(name: str = "greedy", complete: bool = True, chunks: int | None = None) -> Trace:
+    """The recorded stream `name` ("greedy", "sampled" at T = 0.8, "long") as a trace; `chunks` keeps only the
+    first chunks, without the final metrics (a run still streaming, or cut)."""
+    stream = RECORDING["streams"][name]
+    body = stream["body"]
+    info = server_info()
+    config = external_config(info, SpecConfig(temperature=body["temperature"], max_new_tokens=body["max_tokens"],
+                                              seed=body["seed"], k=5, raw=True))
+    choices = [event["choices"][0] for event in stream["events"] if event.get("choices")][:chunks]
+    arrived = [StreamChunk(1.0 + STEP_GAP_S * (number + 1), tuple(c["token_ids"]), c["text"], c.get("finish_reason"))
+               for number, c in enumerate(choices)]
+    metrics = SpecMetrics.from_json(recorded_metrics(name)) if complete else None
+    prompt_ids = tuple(body["prompt"])
+    prompt = TextTokens("".join(decode(prompt_ids)), prompt_ids)
+    return build_trace(info, config, prompt, arrived, metrics, 1.0, decode, complete,
+                       arrived[-1].finish_reason if complete else None)
 
 
 def _chunks(text: str, sizes: Sequence[int]) -> list[StreamChunk]:
@@ -45,17 +64,6 @@ def _chunks(text: str, sizes: Sequence[int]) -> list[StreamChunk]:
                                   "length" if last else None))
         start += size
     return chunks
-
-
-def vllm_trace(temperature: float = 0.0, complete: bool = True, chunks: int | None = None) -> Trace:
-    """The recorded draft-model run (the prefill's step 0, then 16 verify steps); `chunks` keeps only the first ones,
-    without the final metrics (a run still streaming, or cut)."""
-    info = server_info()
-    config = external_config(info, SpecConfig(temperature=temperature, max_new_tokens=24, k=5))
-    stream = _chunks(OUTPUT, CHUNK_SIZES)[:chunks]
-    metrics = SpecMetrics.from_json(FINAL_METRICS) if complete else None
-    return build_trace(info, config, TextTokens("abc", (97, 98, 99)), stream, metrics, 1.0, decode, complete,
-                       "length" if complete else None)
 
 
 def ngram_trace() -> Trace:
@@ -88,4 +96,4 @@ def _ngram(info: ServerInfo, config: SpecConfig, prompt: str, output: str) -> Tr
     metrics = SpecMetrics(config.k, tuple(accepted), tuple(drafted), sum(drafted), sum(accepted))
     stream = _chunks(output, sizes)
     return build_trace(info, config, TextTokens(prompt, tuple(ord(c) for c in prompt)), stream, metrics, 1.0,
-                       decode, True, "length")
+                       lambda ids: [chr(token) for token in ids], True, "length")
