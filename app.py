@@ -30,7 +30,7 @@ from engine.formats.sweep_format import sweep_document  # noqa: E402
 from engine.formats.trace import Trace  # noqa: E402
 from specviz.layout import build_demo  # noqa: E402
 from specviz.serving.device_call import GpuDecorator  # noqa: E402
-from specviz.serving.policy import HOSTED_ENV, Policy, hosted_from_env  # noqa: E402
+from specviz.serving.policy import HOSTED_ENV, SERVERS_ENV, Policy, allowed_servers, hosted_from_env  # noqa: E402
 from specviz.serving.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
 from specviz.serving.run_queue import VIEWERS  # noqa: E402
@@ -308,9 +308,16 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
     parser.add_argument("--no-preload", dest="preload", action="store_false",
                         help="do not load the default pair at start-up (the first Run loads it; never loaded "
                              "at start-up on a ZeroGPU Space)")
+    parser.add_argument("--vllm-server", action="append", default=[], metavar="URL",
+                        help=f"a vLLM server a hosted page may stream from (repeatable; also ${SERVERS_ENV}); "
+                             "a classroom server streams from any address typed on the page")
     args = parser.parse_args(argv)
+    try:
+        servers = allowed_servers(args.vllm_server)
+    except ConfigError as error:
+        parser.error(str(error))
+    policy = Policy.hosted_default(servers) if args.hosted else Policy(allowed_servers=servers)
     gpu = gpu_decorator()
-    policy = Policy.hosted_default() if args.hosted else Policy()
     runner = EngineRunner(device=args.device, default_preset=args.preset, policy=policy if args.hosted else None,
                           cache=args.cache)
     names = [preset.name for preset in runner.presets()]

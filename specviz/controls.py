@@ -1,13 +1,18 @@
-"""The values of the run controls, and their translation into a validated RunRequest."""
+"""The values of the run controls, and their translation into a validated RunRequest.
+
+A run on a vLLM server (`preset == VLLM_SERVER`, the address in `server`) is refused, in one
+sentence, the settings the server cannot honour: token trees, adaptive k, top-k (vLLM 0.32's
+speculation crashes on it) and the target-only comparison (docs/architecture.md §10).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import DRAFT_DTYPES, MODEL_DRAFTER, TARGET_DTYPES, ConfigError, SpecConfig
-from specviz.serving.policy import Policy
-from specviz.serving.runner import CUSTOM, ModelChoice, RunRequest
+from engine.config import DRAFT_DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER, TARGET_DTYPES, ConfigError, SpecConfig
+from specviz.serving.policy import Policy, server_url
+from specviz.serving.runner import CUSTOM, VLLM_SERVER, ModelChoice, RunRequest
 from specviz.updates import ComponentFields
 
 MAX_PROMPT_CHARS = 8000
@@ -34,6 +39,7 @@ class Controls(ComponentFields):
     draft_dtype: str
     target_dtype: str
     with_baseline: bool
+    server: Any = ""                 # the vLLM server's address, read when `preset` is VLLM_SERVER
 
     def to_request(self, policy: Policy = Policy()) -> RunRequest:
         """Check every value, whatever its type (API callers send any JSON); raises ConfigError
@@ -50,6 +56,8 @@ class Controls(ComponentFields):
         request = RunRequest(models=self._models(), prompt=prompt, config=config,
                              with_baseline=_flag(self.with_baseline, "the target-only comparison"))
         policy.check(request)
+        if request.models.server:
+            check_server_run(request)
         return request
 
     def _models(self) -> ModelChoice:
@@ -59,7 +67,20 @@ class Controls(ComponentFields):
             if dtypes[name] not in allowed:
                 raise ConfigError(f"{name.replace('_', ' ')} must be one of {', '.join(allowed)}, got {dtypes[name]!r}")
         return choose_models(_text(self.preset, "the preset"), _text(self.draft, "the draft model"),
-                             _text(self.target, "the target model"), self.drafter, **dtypes)
+                             _text(self.target, "the target model"), self.drafter, **dtypes,
+                             server=_text(self.server, "the vLLM server's address"))
+
+
+def check_server_run(request: RunRequest) -> None:
+    """ConfigError (one sentence) for a setting a vLLM server's run cannot honour."""
+    config = request.config
+    refusals = [(config.tree_nodes > 0, "token trees (set tree nodes to 0)"),
+                (config.adaptive_k, "adaptive k (its k is the server's own)"),
+                (config.top_k > 0, "top-k (vLLM 0.32's speculation crashes on it; set top-k to 0)"),
+                (request.with_baseline, "the target-only comparison (untick it)")]
+    for refused, what in refusals:
+        if refused:
+            raise ConfigError(f"A run on a vLLM server cannot use {what}.")
 
 
 def checked_prompt(prompt: str | None) -> str:
@@ -73,9 +94,14 @@ def checked_prompt(prompt: str | None) -> str:
 
 
 def choose_models(preset: str, draft: str, target: str, drafter: str = MODEL_DRAFTER, draft_dtype: str = "auto",
-                  target_dtype: str = "auto") -> ModelChoice:
-    """The pair to load: a preset, or custom draft and target; ConfigError with one sentence otherwise."""
+                  target_dtype: str = "auto", server: str = "") -> ModelChoice:
+    """The pair to load: a preset, custom draft and target, or a vLLM server's address (its drafter
+    tells what the server speculates with); ConfigError with one sentence otherwise."""
     dtypes = {"draft_dtype": draft_dtype, "target_dtype": target_dtype}
+    if preset == VLLM_SERVER:
+        if not (server or "").strip():
+            raise ConfigError("Enter the vLLM server's address (http://host:port), or choose a model preset.")
+        return ModelChoice(server=server_url(server), server_method="ngram" if drafter == NGRAM_DRAFTER else "draft_model")
     if preset != CUSTOM:
         if not preset:
             raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")

@@ -1,4 +1,10 @@
-"""A compact model choice for the Explore and Lab tabs: a preset, or custom draft and target boxes."""
+"""The model choice: a preset, custom draft and target boxes, or (Run and Explore) a vLLM server's URL box.
+
+The Explore, Lab and Race tabs build theirs here (`model_picker`); the Run tab lays out its own
+boxes but takes the choices, the server box and the notes from here, so each says the same thing.
+A vLLM server (docs/architecture.md §10) runs its own pair: the page streams from it, so its k and
+models are the server's, and a hosted server connects only to the addresses its operator allows.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,45 @@ import gradio as gr
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
 from specviz.serving.policy import Policy
-from specviz.serving.runner import CUSTOM, Runner
+from specviz.serving.runner import CUSTOM, VLLM_SERVER, PresetInfo, Runner
+
+SERVER_PLACEHOLDER = "http://127.0.0.1:8000"
+
+
+def server_note(policy: Policy) -> str:
+    """What the vLLM server choice does, and (hosted) which servers this one connects to."""
+    where = (f"This hosted server connects only to: {', '.join(sorted(policy.allowed_servers))}."
+             if policy.hosted and policy.allowed_servers else
+             "This hosted server connects to no vLLM server (its operator can allow some with --vllm-server)."
+             if policy.hosted else "Start one with `bash scripts/vllm.sh`.")
+    return ("Stream the run from a vLLM server started with speculative decoding and "
+            "`--per-request-spec-decode-metrics detailed`: its models and its k are the server's own (the k slider "
+            "is not used), and the drafter choice says what it speculates with. vLLM does not return p, q, the draws "
+            f"or its rejected drafts. {where}")
+
+
+def preset_choices(presets: list[PresetInfo], with_server: bool = False) -> list[tuple[str, str]]:
+    """The Models dropdown: the presets, 'custom models…' and (where a run can stream from one) the vLLM server."""
+    server = [("vLLM server (URL)…", VLLM_SERVER)] if with_server else []
+    return [(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)] + server
+
+
+def server_box(prefix: str, policy: Policy, visible: bool = False) -> gr.Textbox:
+    """The vLLM server's address box (`{prefix}-server`), shown when the Models dropdown picks the server;
+    hosted, it offers the operator's first allowed server."""
+    allowed = sorted(policy.allowed_servers) if policy.hosted else []
+    return gr.Textbox(label="vLLM server URL", placeholder=SERVER_PLACEHOLDER, value=allowed[0] if allowed else "",
+                      visible=visible, elem_id=f"{prefix}-server", min_width=160)
+
+
+def describe(runner: Runner, policy: Policy, preset: str) -> str:
+    """The note under the Models dropdown for `preset` (a preset's description, custom's or the server's)."""
+    if preset == VLLM_SERVER:
+        return server_note(policy)
+    if preset == CUSTOM:
+        return custom_note(policy)
+    info = next((p for p in runner.presets() if p.name == preset), None)
+    return info.description if info else ""
 
 
 def custom_note(policy: Policy) -> str:
@@ -18,13 +62,14 @@ def custom_note(policy: Policy) -> str:
     return "Type a draft and a target: hub id, local folder, or .gguf path. They must share a vocabulary."
 
 
-def model_picker(runner: Runner, prefix: str, policy: Policy,
-                 with_drafter: bool = False) -> dict[str, gr.components.Component]:
-    """Preset dropdown, its description, hidden custom boxes (and a drafter radio); ids start with `prefix`."""
+def model_picker(runner: Runner, prefix: str, policy: Policy, with_drafter: bool = False,
+                 with_server: bool = False) -> dict[str, gr.components.Component]:
+    """Preset dropdown, its description, hidden custom boxes (and a drafter radio, and with `with_server`
+    the vLLM server choice and its hidden URL box); ids start with `prefix`."""
     presets = list(runner.presets())
     default = next((p for p in presets if p.name == runner.default_preset), presets[0] if presets else None)
     c: dict[str, gr.components.Component] = {}
-    c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
+    c["preset"] = gr.Dropdown(choices=preset_choices(presets, with_server),
                               value=default.name if default else CUSTOM, label="Models", elem_id=f"{prefix}-preset")
     c["preset_info"] = gr.Markdown(default.description if default else custom_note(policy), elem_classes=["sv-note"])
     with gr.Row():
@@ -32,6 +77,8 @@ def model_picker(runner: Runner, prefix: str, policy: Policy,
                                 visible=default is None, elem_id=f"{prefix}-draft", min_width=160)
         c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
                                  visible=default is None, elem_id=f"{prefix}-target", min_width=160)
+    if with_server:
+        c["server"] = server_box(prefix, policy)
     if with_drafter:
         c["drafter"] = gr.Radio([("draft model", MODEL_DRAFTER), ("n-gram lookup", NGRAM_DRAFTER)], label="Drafter",
                                 value=default.default_drafter if default else MODEL_DRAFTER,
@@ -39,12 +86,15 @@ def model_picker(runner: Runner, prefix: str, policy: Policy,
     return c
 
 
-def picker_changed(runner: Runner, policy: Policy, preset: str, with_drafter: bool = False) -> tuple[Any, ...]:
-    """Show the custom boxes for 'custom', describe the preset (and pick its drafter)."""
+def picker_changed(runner: Runner, policy: Policy, preset: str, with_drafter: bool = False,
+                   with_server: bool = False) -> tuple[Any, ...]:
+    """Show the custom boxes for 'custom' (the server box for the vLLM server), describe the choice (and pick
+    the preset's drafter): draft, target, description[, server][, drafter]."""
     info = next((p for p in runner.presets() if p.name == preset), None)
     custom = preset == CUSTOM
-    description = custom_note(policy) if custom else (info.description if info else "")
-    updates: tuple[Any, ...] = (gr.update(visible=custom), gr.update(visible=custom), description)
+    updates: tuple[Any, ...] = (gr.update(visible=custom), gr.update(visible=custom), describe(runner, policy, preset))
+    if with_server:
+        updates += (gr.update(visible=preset == VLLM_SERVER),)
     if with_drafter:
         updates += (gr.update(value=info.default_drafter) if info else gr.update(),)
     return updates

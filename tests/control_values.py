@@ -10,7 +10,7 @@ def controls(**changes) -> list:
     """Every Controls field in order: a tiny-random greedy run of 64 tokens at k = 4, with `changes`."""
     values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
                   adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=0.0, top_p=1.0, top_k=0,
-                  max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
+                  max_new_tokens=64, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False, server="")
     values.update(changes)
     return [values[name] for name in Controls.names()]
 

@@ -253,9 +253,9 @@ def test_export_frames_the_selected_step_and_shares_one_plotly_js():
 
 def test_preset_change_shows_custom_boxes_and_sets_the_drafter():
     handlers = Handlers(FakeRunner())
-    draft, target, drafter, text = handlers.preset_changed(CUSTOM)
-    assert draft["visible"] and target["visible"] and "vocabulary" in text
-    draft, target, drafter, text = handlers.preset_changed("smollm2-ngram")
+    draft, target, drafter, text, server = handlers.preset_changed(CUSTOM)
+    assert draft["visible"] and target["visible"] and not server["visible"] and "vocabulary" in text
+    draft, target, drafter, text, server = handlers.preset_changed("smollm2-ngram")
     assert not draft["visible"] and drafter["value"] == "ngram" and "SmolLM2" in text
 
 

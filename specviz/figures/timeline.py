@@ -6,7 +6,9 @@ first rejection (greedy: the target's argmax; sampling: drawn from norm(max(0, p
 or a *bonus* token after a full accept (greedy: the argmax; sampling: drawn from p). The
 bottom row marks the carryover fed to the draft model before it drafts. Besides its
 Okabe-Ito colour each kind has its own fill pattern (specviz/style.py PATTERNS), so colour is never
-the only cue.
+the only cue. A run on another engine (a vLLM server) keeps each draft's kind but draws the drafts it
+did not return as '?' and the ones SpecViz rebuilt as '≈token'; its hovers say what it does not return
+(specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
 or zoom to see the others.
 """
@@ -19,9 +21,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from engine.config import SpecConfig
 from engine.records import StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
+from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle, pattern
 from specviz.tokens import clip, number, short, visible
@@ -61,7 +65,7 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     cells = {name: _Cells() for name in (*CATEGORIES, "carryover")}
     for position, step in enumerate(trace.steps):
         previous = trace.steps[position - 1] if position else None
-        _add_step(cells, step, previous, max_k + 1, style.cell_chars, trace.config.is_greedy)
+        _add_step(cells, step, previous, max_k + 1, style.cell_chars, trace.config)
     bars = [_bar(name, cell, style) for name, cell in cells.items()]
     indices = [step.index for step in trace.steps]
     window = step_window(indices, style.timeline_steps, selected_step, follow_end)
@@ -102,22 +106,28 @@ def divergence_label(step: int | None, style: FigureStyle) -> list[dict[str, Any
 
 
 def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord | None, target_row: int, chars: int,
-              greedy: bool) -> None:
+              config: SpecConfig) -> None:
+    greedy = config.is_greedy
     for position, (draft, verdict) in enumerate(zip(step.draft, step.verdicts)):
         target = step.target[position]
-        lines = [f"<b>step {step.index}, d{position + 1}: {_escape(visible(draft.text))}</b> ({verdict})",
-                 f"q (draft prob) = {number(draft.q)}", f"p (target prob) = {number(target.p)}"]
+        shown = draft_label(draft) if config.is_external else draft.text
+        lines = [f"<b>step {step.index}, d{position + 1}: {_escape(visible(shown))}</b> ({verdict})"]
+        if config.is_external:
+            lines += [_escape(sentence) for sentence in (draft_origin(config, draft), no_numbers(config)) if sentence]
+        else:
+            lines += [f"q (draft prob) = {number(draft.q)}", f"p (target prob) = {number(target.p)}"]
         if step.accept_prob[position] is not None:
             lines.append(f"min(1, p/q) = {number(step.accept_prob[position])}")
         if step.draws[position] is not None:
             lines.append(f"random draw u = {number(step.draws[position])}"
                          f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
+        choice = _escape(visible(target_label(target)))
         if greedy and verdict != "unverified":
             lines.append("= the target's argmax: accept" if verdict == "accepted"
-                         else f"≠ the target's argmax {_escape(visible(target.text))}: reject")
-        elif verdict != "accepted":
-            lines.append(f"target's choice here: {_escape(visible(target.text))}")
-        cells[verdict].add(step.index, position + 1, _escape(short(draft.text, chars)), "<br>".join(lines))
+                         else f"≠ the target's argmax {choice}: reject")
+        elif verdict != "accepted" and target.known:
+            lines.append(f"target's choice here: {choice}")
+        cells[verdict].add(step.index, position + 1, _escape(short(shown, chars)), "<br>".join(lines))
     extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
     if extra is not None:
         position = len(step.emitted)
@@ -125,11 +135,14 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
         if extra.kind == "recovered":
             why = (f"the target's argmax at d{position}, which replaces the rejected draft" if greedy
                    else f"drawn from the residual norm(max(0, p − q)) after d{position} was rejected")
+        elif step.k == 0:
+            why = "no drafts this step: " + ("the target's argmax" if greedy else "drawn from the target's p")
         else:
             why = (f"the target's argmax after all {step.num_accepted} drafts were accepted" if greedy
                    else f"drawn from the target's p after all {step.num_accepted} drafts were accepted")
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
-                 + (f"<br>target prob of this token = {number(p)}" if p is not None else ""))
+                 + (f"<br>target prob of this token = {number(p)}" if p is not None else "")
+                 + (f"<br>{_escape(no_numbers(config))}" if config.is_external else ""))
         cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
     if step.carryover:
         carried = " ".join(visible(token.text) for token in step.carryover)     # a plain space between tokens

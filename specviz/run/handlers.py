@@ -62,7 +62,8 @@ class Handlers(Stoppable):
             drafter: str, prompt: str, k: float, adaptive_k: bool, tree_nodes: float, tree_branch: float,
             temperature: float, top_p: float, top_k: float,
             max_new_tokens: float, seed: float, draft_dtype: str, target_dtype: str, with_baseline: bool,
-            request: gr.Request = None, progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
+            server: str = "", request: gr.Request = None,
+            progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
         """Join the run queue (or an identical run already here) and show the run as it grows.
 
         `large` and `width` (viewport pixels) size the figures; the parameters after them are the
@@ -75,7 +76,7 @@ class Handlers(Stoppable):
                 return
             run_request = _request(Controls(preset, draft, target, drafter, prompt, k, adaptive_k, tree_nodes,
                                             tree_branch, temperature, top_p, top_k, max_new_tokens, seed,
-                                            draft_dtype, target_dtype, with_baseline), self.policy)
+                                            draft_dtype, target_dtype, with_baseline, server), self.policy)
             style = FigureStyle.for_screen(large, width)
             try:
                 seat = self.queue.join(run_request, stop)
@@ -154,10 +155,12 @@ class Handlers(Stoppable):
         selected = None if index is None else int(round(index))
         return render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)).outputs()
 
-    def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str]:
-        """Show the custom model boxes for 'custom'; pick the preset's drafter; describe it."""
-        draft, target, description, drafter = picker_changed(self.runner, self.policy, preset, with_drafter=True)
-        return draft, target, drafter, description
+    def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str, Any]:
+        """Show the custom model boxes for 'custom' (the URL box for a vLLM server); pick the preset's
+        drafter; describe it."""
+        draft, target, description, server, drafter = picker_changed(self.runner, self.policy, preset,
+                                                                     with_drafter=True, with_server=True)
+        return draft, target, drafter, description, server
 
     @staticmethod
     def exactness(target_dtype: str, temperature: float | None) -> str:

@@ -1,4 +1,5 @@
-"""Output text highlighted by token origin, and the run's metrics, as escaped HTML."""
+"""Output text highlighted by token origin, and the run's metrics, as escaped HTML. A run on another
+engine (a vLLM server) gets a card naming it, its own config line and no exactness claim of SpecViz's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
+from specviz.other_engine import config_words, engine_name, no_guarantee, no_numbers
 from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, Quantity
 from specviz.style import LABELS
 from specviz.tokens import formatted, percent
@@ -50,6 +52,9 @@ def metrics_html(trace: Trace | None) -> str:
     max_k = max((step.k for step in trace.steps), default=trace.config.k)
     trees = tree_counts(trace.steps)
     cards = _tree_cards(trace, trees) if trees is not None else _chain_cards(trace, max_k)
+    if trace.config.is_external:
+        cards.insert(0, metric_card("engine", engine_name(trace.config),
+                                    f"k = {trace.config.k} is the server's setting. {no_numbers(trace.config)}"))
     cards += [
         metric_card("target forwards", f"{summary.target_forwards}",
                     f"for {summary.new_tokens} tokens (target-only needs {summary.new_tokens})"),
@@ -61,8 +66,9 @@ def metrics_html(trace: Trace | None) -> str:
     if summary.baseline is not None:
         cards.append(metric_card("speedup vs target-only", formatted(summary.speedup, "{:.2f}×"),
                                  f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
+    config = config_words(trace.config) if trace.config.is_external else _config_line(trace)
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
-            f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
+            f"{_baseline_badge(trace)}<div class='sv-config'>{escape(config)}</div></div>")
 
 
 def _chain_cards(trace: Trace, max_k: int) -> list[str]:
@@ -150,6 +156,9 @@ def _baseline_badge(trace: Trace) -> str:
     """What the settings guarantee (engine.config.Exactness, the one rule) and, when a target-only
     run was compared, what the check found; both read the rule, so they never contradict."""
     baseline, exactness = trace.summary.baseline, trace.config.exactness
+    if trace.config.is_external:
+        return (f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(engine_name(trace.config))}</span> "
+                f"<span class='sv-muted'>{escape(no_guarantee(trace.config))}</span></div>")
     note = f"<span class='sv-muted'>{escape(exactness.note)}</span>"
     if baseline is None:
         return f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(exactness.label)}</span> {note}</div>"

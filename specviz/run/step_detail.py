@@ -5,15 +5,20 @@ Answers three questions from one screen (issue #17): which drafts were accepted 
 and where it goes next, and why each cache lost exactly the positions it lost (the cache
 arithmetic in words, specviz/run/cache_story.py). At a sampled rejection the residual
 norm(max(0, p − q)) the recovered token was drawn from is drawn as bars (residual_view.py).
+A run on another engine (a vLLM server) says, once per table, what that engine does not return
+(specviz/other_engine.py) and shows its unreturned drafts as '?'.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.tree_text import tree_outcome
+from specviz.other_engine import (draft_label, draft_origin, no_draft_cache, no_numbers, no_phases, short_name,
+                                  target_label, unknown_draft, unknown_target)
 from specviz.run.cache_story import CacheStory, are, draft_story, kept_words, next_carryover, quoted, target_story
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
@@ -37,10 +42,10 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     if step.tree is not None:              # a tree step reads as one: the walk's nodes, why it stopped
         middle = [walk_table(step, greedy), walk_stop_html(step, trace.config.k, greedy)]
     else:
-        middle = [_table(step, greedy), _resolution(step, greedy)]
+        middle = [_table(step, trace.config), _resolution(step, trace.config)]
     parts = [
         _header(trace, step),
-        _carryover(step, previous),
+        _carryover(step, previous, trace.config),
         *middle,
         _emitted(trace, step),
         _caches(trace, step, previous),
@@ -73,7 +78,8 @@ def _header(trace: Trace, step: StepRecord) -> str:
             f"<span class='sv-of'> (steps {trace.steps[0].index}–{last})</span></span>"
             f"<span>{escape(tree_outcome(step) if step.tree is not None else outcome(step))} → emitted "
             f"{step.num_emitted} token{'s' * (step.num_emitted != 1)}</span>"
-            f"<span class='sv-muted'>{escape(context)} · {escape(timing_words(step))}{' · EOS' if step.eos else ''}"
+            f"<span class='sv-muted'>{escape(context)} · {escape(_timing(trace.config, step))}"
+            f"{' · EOS' if step.eos else ''}"
             "</span></div>"
             + (f"<div class='sv-row sv-muted sv-k-note'>{escape(note)}</div>" if note else ""))
 
@@ -85,25 +91,47 @@ def timing_words(step: StepRecord) -> str:
     return " · ".join(f"{name} {ms:.0f} ms" if ms >= 10 else f"{name} {ms:.1f} ms" for name, ms in parts if ms is not None)
 
 
-def _carryover(step: StepRecord, previous: StepRecord | None) -> str:
+def _timing(config: SpecConfig, step: StepRecord) -> str:
+    """The step's phases, or on another engine its arrival gap and why there are no phases."""
+    if not config.is_external:
+        return timing_words(step)
+    ms = step.timing.total
+    return f"arrived {ms:.0f} ms after the previous step ({no_phases(config).split(';')[0]})"
+
+
+def _carryover(step: StepRecord, previous: StepRecord | None, config: SpecConfig) -> str:
     chips = "".join(_chip(token.text, "carryover") for token in step.carryover)
-    sentence = escape(carryover_sentence(step, previous))
+    sentence = escape(no_draft_cache(config) if config.is_external else carryover_sentence(step, previous))
     return f"<div class='sv-row sv-carry'><b>Carryover</b> {chips} <span class='sv-muted'>{sentence}</span></div>"
 
 
-def _choice(text: str, unused_because: str = "") -> str:
+def _choice(text: str, unused_because: str = "", unknown: str = "") -> str:
     """The target's choice cell. Past a rejection (or an accepted EOS) the verify forward still computed
-    a row, but it is a choice the output never takes: drawn muted, with `unused_because` said."""
+    a row, but it is a choice the output never takes: drawn muted, with `unused_because` said; `unknown`
+    is why another engine's row shows no token ('' when it is known)."""
     if not unused_because:
         return f"<td>{_token(text)}</td>"
-    return (f"<td class='sv-muted' title='computed {unused_because}, so never used'>{_token(text)}"
+    title = unknown or f"computed {unused_because}, so never used"
+    return (f"<td class='sv-muted' title='{escape(title)}'>{_token(text)}"
             f"<br><small>{unused_because}: unused</small></td>")
 
 
-def _table(step: StepRecord, greedy: bool) -> str:
+def _reason(step: StepRecord, position: int, config: SpecConfig) -> str:
+    """Why the draft got its verdict; another engine's sampled verdicts come without the numbers that decided them."""
+    if config.is_external and not config.is_greedy and step.verdicts[position] != "unverified":
+        decided = "accepted" if step.verdicts[position] == "accepted" else "rejected"
+        return f"{decided} by {short_name(config)}'s own test of u against min(1, p/q), whose numbers it does not return"
+    return verdict_reason(step, position, config.is_greedy)
+
+
+def _table(step: StepRecord, config: SpecConfig) -> str:
+    greedy, external = config.is_greedy, config.is_external
     rule = greedy_rule() if greedy else ("sampling: accept d_i if a uniform draw u < min(1, p/q), so always when the "
                                          "target gives the token at least the draft's probability; else reject and stop")
-    sampled_heads = "" if greedy else "<th class='sv-col-test'>min(1, p/q)</th><th class='sv-col-test'>draw u</th>"
+    if external:
+        rule += f". {no_numbers(config)}" + ("" if all(d.known for d in step.draft) else f" {unknown_draft(config)}")
+    tested = not greedy and not external            # the test's columns: only where the engine returned them
+    sampled_heads = "" if not tested else "<th class='sv-col-test'>min(1, p/q)</th><th class='sv-col-test'>draw u</th>"
     head = ("<tr><th>pos</th><th>draft token</th><th>q<br><small>draft prob</small></th>"
             f"<th>p<br><small>target prob</small></th>{sampled_heads}<th class='sv-verdict'>verdict</th><th>why</th>"
             "<th>target's choice</th><th class='sv-col-top'>draft top</th><th class='sv-col-top'>target top</th></tr>")
@@ -111,14 +139,17 @@ def _table(step: StepRecord, greedy: bool) -> str:
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
-        sampled = ("" if greedy else f"<td class='sv-col-test'>{number(step.accept_prob[position])}</td>"
-                                     f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
+        sampled = ("" if not tested else f"<td class='sv-col-test'>{number(step.accept_prob[position])}</td>"
+                                         f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
+        origin = draft_origin(config, draft) if external else ""
+        absent = f" title='{escape(no_numbers(config))}'" if external else ""
         rows.append(
-            f"<tr class='sv-{verdict}'><td>d{position + 1}</td><td>{_chip(draft.text, verdict)}</td>"
-            f"<td>{number(draft.q)}</td><td>{number(target.p)}</td>{sampled}"
+            f"<tr class='sv-{verdict}'><td>d{position + 1}</td><td>{chip(draft_label(draft), verdict, origin or None)}"
+            f"{'<br><small>reconstructed</small>' if draft.origin == 'reconstructed' else ''}</td>"
+            f"<td{absent}>{number(draft.q)}</td><td{absent}>{number(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
-            f"<td class='sv-why'>{escape(verdict_reason(step, position, greedy))}</td>"
-            f"{_choice(target.text, _unused_because(step, position))}"
+            f"<td class='sv-why'>{escape(_reason(step, position, config))}</td>"
+            f"{_choice(target_label(target), _unused_because(step, position), '' if target.known else unknown_target(config))}"
             f"<td class='sv-col-top'>{_alternatives(draft.top)}</td>"
             f"<td class='sv-col-top'>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
@@ -135,12 +166,12 @@ def _table(step: StepRecord, greedy: bool) -> str:
             place, mark, why = "(no draft: bonus position)", "bonus", f"all drafts accepted: {pick}"
         else:
             place, mark, why = "(not reached)", "", "not reached: a draft was rejected"
-        blanks = "<td></td><td></td>" + ("" if greedy else "<td class='sv-col-test'></td><td class='sv-col-test'></td>")
+        blanks = "<td></td><td></td>" + ("" if not tested else "<td class='sv-col-test'></td><td class='sv-col-test'></td>")
         rows.append(
             f"<tr class='sv-bonus-row{'' if reached and not ended else ' sv-unreached'}'><td>+1</td>"
             f"<td class='sv-muted'>{place}</td>{blanks}<td class='sv-verdict'>{mark}</td>"
             f"<td class='sv-why'>{escape(why)}</td>"
-            f"{_choice(bonus.text, AFTER_REJECTION if not reached else 'after the EOS' if ended else '')}"
+            f"{_choice(target_label(bonus), AFTER_REJECTION if not reached else 'after the EOS' if ended else '', '' if bonus.known else unknown_target(config))}"
             f"<td class='sv-col-top'></td>"
             f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
     return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
@@ -154,7 +185,8 @@ def _unused_because(step: StepRecord, position: int) -> str:
     return "after the EOS" if step.verdicts[position] == "rejected" and after_eos(step, position) else ""
 
 
-def _resolution(step: StepRecord, greedy: bool) -> str:
+def _resolution(step: StepRecord, config: SpecConfig) -> str:
+    greedy = config.is_greedy
     position = step.rejected_at
     if position is None:
         if step.k and step.num_accepted == step.k and after_eos(step, step.k):
@@ -169,16 +201,21 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
                     f"{chip(bonus.text, 'bonus')}.</div>")
         return ""
     draft = step.draft[position]
+    shown = draft_label(draft)
     replacement = step.target[position]
+    if config.is_external and not greedy:
+        return (f"<div class='sv-row'><b>Rejected at d{position + 1}</b> (the draft {chip(shown, 'rejected')}): "
+                f"{short_name(config)} drew {chip(replacement.text, 'recovered')} in its place from the residual "
+                f"norm(max(0, p − q)). {escape(no_numbers(config))}</div>")
     if after_eos(step, position):
         eos = step.num_kept
         return (f"<div class='sv-row'><b>Rejected at d{position + 1}</b>, after the end-of-sequence token d{eos}: "
-                f"the draft proposed {chip(draft.text, 'rejected')} and the target's token there is "
+                f"the draft proposed {chip(shown, 'rejected')} and the target's token there is "
                 f"{chip(replacement.text, 'recovered')}, but the output already ended at d{eos}, so neither is "
                 "emitted.</div>")
     if greedy:
         return (f"<div class='sv-row'><b>Rejected at d{position + 1}:</b> the draft proposed "
-                f"{chip(draft.text, 'rejected')} but the target's argmax is {chip(replacement.text, 'recovered')}, "
+                f"{chip(shown, 'rejected')} but the target's argmax is {chip(replacement.text, 'recovered')}, "
                 f"which is emitted instead (recovered)"
                 f"{'; the drafts after it are dropped unchecked' if position < step.k - 1 else ''}.</div>")
     return residual_html(step, position)
@@ -208,6 +245,9 @@ def _caches(trace: Trace, step: StepRecord, previous: StepRecord | None) -> str:
         missing = 0 if trace.config.carryover else sum(
             earlier.k > 0 and earlier.num_kept == earlier.k for earlier in trace.steps[:trace.steps.index(step)])
         stories.append(draft_story(step, previous, mode, trace.config.carryover, end, missing))
+    elif trace.config.is_external and trace.config.drafter != NGRAM_DRAFTER:
+        stories.append(CacheStory(f"draft: not reported by {short_name(trace.config)}",
+                                  (no_draft_cache(trace.config),)))
     else:
         stories.append(CacheStory("draft: n-gram lookup, no cache", (
             "The n-gram drafter copies its guesses from earlier text: it has no model, so there is no cache to "

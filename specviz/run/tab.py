@@ -16,6 +16,7 @@ from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
+from specviz.model_picker import preset_choices, server_box
 from specviz.serving.runner import CUSTOM, Runner
 from specviz.serving.run_queue import CAPACITY, VIEWERS, RunQueue
 
@@ -81,7 +82,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                       concurrency_limit=None, api_visibility="private")
     controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
                               outputs=[controls["draft"], controls["target"], controls["drafter"],
-                                       controls["preset_info"]], api_visibility="private")
+                                       controls["preset_info"], controls["server"]], api_visibility="private")
     for source in (controls["target_dtype"], controls["temperature"]):
         source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
@@ -99,13 +100,14 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
     c: dict[str, gr.components.Component] = {}
     if policy.hosted:
         gr.Markdown(policy.note, elem_id="sv-hosted", elem_classes=["sv-note"])
-    c["preset"] = gr.Dropdown(choices=[(p.name, p.name) for p in presets] + [("custom models…", CUSTOM)],
+    c["preset"] = gr.Dropdown(choices=preset_choices(presets, with_server=True),
                               value=default.name if default else CUSTOM, label="Models", elem_id="sv-preset")
     c["preset_info"] = gr.Markdown(default.description if default else "", elem_id="sv-preset-info")
     c["draft"] = gr.Textbox(label="Draft model", placeholder="hub id, local folder or .gguf path", visible=default is None,
                             elem_id="sv-draft")
     c["target"] = gr.Textbox(label="Target model", placeholder="hub id, local folder or .gguf path",
                              visible=default is None, elem_id="sv-target")
+    c["server"] = server_box("sv", policy)
     c["drafter"] = gr.Radio([("draft model", MODEL_DRAFTER), ("n-gram lookup", NGRAM_DRAFTER)], label="Drafter",
                             value=start.drafter if recorded else default.default_drafter if default else MODEL_DRAFTER,
                             elem_id="sv-drafter")

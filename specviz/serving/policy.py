@@ -5,20 +5,26 @@ name: hub id, local folder or .gguf path. A public one (`python app.py --hosted`
 SPECVIZ_HOSTED=1, or any Hugging Face Space unless SPECVIZ_HOSTED=0) takes the presets'
 models only, never a path on the server's disk, and smaller runs. Pure values and checks: the UI checks a request before any model
 loads, and app.py's runner checks again before it loads one.
+
+A vLLM server (docs/architecture.md §10) is an address the server itself connects to, so a hosted
+server never takes one typed on the page: only those its operator lists (`--vllm-server URL`,
+repeatable, and/or $SPECVIZ_VLLM_SERVERS, comma- or space-separated). A classroom server takes any.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from engine.config import MAX_TREE_NODES, NGRAM_DRAFTER, ConfigError, SpecConfig
 from engine.presets import PRESETS, TINY_RANDOM, looks_like_path
+from engine.vllm.transport import VllmError, parse_address
 from specviz.serving.runner import ModelChoice, RunRequest
 from specviz.serving.space import on_space
 
 HOSTED_ENV = "SPECVIZ_HOSTED"
+SERVERS_ENV = "SPECVIZ_VLLM_SERVERS"
 MIN_TOP_P = 0.05            # the top-p slider's floor (top-p 0 would keep no token)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -45,6 +51,22 @@ def hosted_from_env(environ: Mapping[str, str] = os.environ) -> bool:
     return on_space(environ)
 
 
+def server_url(text: str) -> str:
+    """The vLLM server address `text` in one spelling (http://host:port), so an allow-list entry and a
+    page's entry compare equal however each was written; ConfigError with one sentence otherwise."""
+    try:
+        return parse_address(text).base_url
+    except VllmError as error:
+        raise ConfigError(str(error)) from None
+
+
+def allowed_servers(listed: Sequence[str] = (), environ: Mapping[str, str] = os.environ) -> frozenset[str]:
+    """The vLLM servers an operator allows: each `--vllm-server` value and each entry of $SPECVIZ_VLLM_SERVERS
+    (commas or spaces between them); ConfigError naming a malformed one."""
+    entries = [*listed, *environ.get(SERVERS_ENV, "").replace(",", " ").split()]
+    return frozenset(server_url(entry) for entry in entries)
+
+
 @dataclass(frozen=True)
 class Policy:
     """Limits of one server. The defaults are the page's own control ranges."""
@@ -55,11 +77,14 @@ class Policy:
     max_tree_nodes: int = MAX_TREE_NODES  # a token tree's node budget (0: a chain)
     hosted: bool = False                 # public: presets' models only, no local paths
     allowed_models: frozenset[str] = frozenset()   # custom model references accepted when hosted
+    allowed_servers: frozenset[str] = frozenset()  # vLLM servers (server_url spelling) accepted when hosted
 
     @classmethod
-    def hosted_default(cls) -> "Policy":
-        """The policy of a public server: short runs of the presets' models."""
-        return cls(max_k=8, max_new_tokens=128, max_tree_nodes=16, hosted=True, allowed_models=preset_models())
+    def hosted_default(cls, servers: frozenset[str] = frozenset()) -> "Policy":
+        """The policy of a public server: short runs of the presets' models (and of the vLLM `servers`
+        its operator allows)."""
+        return cls(max_k=8, max_new_tokens=128, max_tree_nodes=16, hosted=True, allowed_models=preset_models(),
+                   allowed_servers=servers)
 
     def check(self, request: RunRequest) -> None:
         """Raise ConfigError (one sentence) when this server does not run `request`."""
@@ -90,7 +115,23 @@ class Policy:
             raise ConfigError(f"tree nodes must be a whole number from 0 (a chain) to {self.max_tree_nodes}"
                               f"{self._here}, got {tree_nodes}")
 
+    def check_server(self, text: str) -> str:
+        """The address of the vLLM server `text` names (server_url), when this server may connect to it:
+        a classroom server connects to any; a hosted one only to those its operator allows, so a page
+        never makes it send requests to an address of the user's choosing. ConfigError otherwise."""
+        url = server_url(text)
+        if not self.hosted or url in self.allowed_servers:
+            return url
+        if not self.allowed_servers:
+            raise ConfigError("This hosted server does not connect to vLLM servers typed on the page; its operator "
+                              f"can allow some with --vllm-server URL or ${SERVERS_ENV}.")
+        raise ConfigError(f"{url} is not a vLLM server this hosted server connects to; choose one of: "
+                          f"{', '.join(sorted(self.allowed_servers))}.")
+
     def check_models(self, models: ModelChoice) -> None:
+        if models.server:
+            self.check_server(models.server)
+            return
         if not self.hosted:
             return
         if models.preset:
@@ -113,9 +154,11 @@ class Policy:
         if not self.hosted:
             return ""
         hub = sorted(m for m in self.allowed_models if ":" not in m and not m.startswith(TINY_RANDOM + "/"))
+        servers = (f" vLLM servers: {', '.join(sorted(self.allowed_servers))} only." if self.allowed_servers
+                   else "")
         return (f"**Hosted mode**: this public server runs the presets' models only ({', '.join(hub)} and the "
                 f"embedded ones; no local paths), with k up to {self.max_k}, up to {self.max_new_tokens} "
-                f"new tokens per run and token trees of up to {self.max_tree_nodes} nodes.")
+                f"new tokens per run and token trees of up to {self.max_tree_nodes} nodes.{servers}")
 
     @property
     def _here(self) -> str:

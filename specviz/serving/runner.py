@@ -18,6 +18,7 @@ from engine.formats.trace import Trace
 
 ProgressFn = Callable[[float, str], None]   # (fraction 0..1, message)
 CUSTOM = "custom"                           # preset choice meaning "use the draft/target boxes"
+VLLM_SERVER = "vllm-server"                 # preset choice meaning "stream from the vLLM server in the URL box"
 
 
 class RunnerError(Exception):

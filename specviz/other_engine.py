@@ -1,0 +1,94 @@
+"""What the page says about a run another engine made (a vLLM server, docs/architecture.md §10): which
+of SpecViz's numbers that engine does not return, in one sentence each, instead of blank cells.
+
+A trace with `config.engine` set (`SpecConfig.is_external`) has no p, q, draws, top lists or phase
+times, and the drafts it rejected are unknown (`DraftToken.origin == "unknown"`, drawn as '?') or
+rebuilt by SpecViz with the server's own n-gram rule (`"reconstructed"`, marked so). Every view reads
+its words here, so the timeline, the step detail and the cards say the same thing.
+"""
+
+from __future__ import annotations
+
+from engine.config import NGRAM_DRAFTER, SpecConfig
+from engine.records import DraftToken, TargetToken
+
+UNKNOWN_MARK = "?"             # a drafted token the engine did not return
+RECONSTRUCTED_MARK = "≈"       # a drafted token SpecViz rebuilt with the engine's own lookup rule
+
+
+def engine_name(config: SpecConfig) -> str:
+    """'vLLM 0.32.0' for config.engine 'vllm 0.32.0' (any other engine as written)."""
+    name, _, version = config.engine.partition(" ")
+    return f"{'vLLM' if name.lower() == 'vllm' else name} {version}".strip()
+
+
+def short_name(config: SpecConfig) -> str:
+    """'vLLM': the engine without its version, for sentences."""
+    return engine_name(config).split(" ")[0]
+
+
+def no_numbers(config: SpecConfig) -> str:
+    """Why p, q and the draws are absent: one sentence."""
+    return (f"{short_name(config)} does not return p, q or the random draws, only how many drafts each step "
+            "accepted, so they are not shown.")
+
+
+def no_phases(config: SpecConfig) -> str:
+    return f"{short_name(config)} does not time its draft and verify phases; a step's time is its tokens' arrival gap."
+
+
+def unknown_draft(config: SpecConfig) -> str:
+    return f"{short_name(config)} does not return the drafts it rejected: drawn as '{UNKNOWN_MARK}'."
+
+
+def reconstructed_draft(config: SpecConfig) -> str:
+    return (f"rebuilt by SpecViz with {short_name(config)}'s own n-gram lookup rule (marked {RECONSTRUCTED_MARK}): "
+            "the server does not return its rejected drafts.")
+
+
+def unknown_target(config: SpecConfig) -> str:
+    return f"{short_name(config)} does not say what the target chose past the first rejection."
+
+
+def no_draft_cache(config: SpecConfig) -> str:
+    if config.drafter == NGRAM_DRAFTER:
+        return "The n-gram drafter copies its guesses from earlier text: it has no model, so no cache to feed or cut."
+    return (f"{short_name(config)} does not report its draft model's cache (nor what it feeds it): only the "
+            "target's lengths follow from the per-step counts.")
+
+
+def no_guarantee(config: SpecConfig) -> str:
+    """Instead of SpecViz's exactness note, which speaks for its own engine only."""
+    return (f"{engine_name(config)} ran this: SpecViz's exactness guarantees cover its own engine, not this one "
+            "(docs/benchmark.md has what was measured of vLLM's).")
+
+
+def draft_label(token: DraftToken) -> str:
+    """A draft's text as a cell shows it: '?' when unknown, '≈' before a reconstructed one."""
+    if not token.known:
+        return UNKNOWN_MARK
+    return RECONSTRUCTED_MARK + token.text if token.origin == "reconstructed" else token.text
+
+
+def draft_origin(config: SpecConfig, token: DraftToken) -> str:
+    """Where a draft's text comes from, when it is not what the engine returned ('' otherwise)."""
+    if not token.known:
+        return unknown_draft(config)
+    return reconstructed_draft(config) if token.origin == "reconstructed" else ""
+
+
+def target_label(token: TargetToken) -> str:
+    return token.text if token.known else UNKNOWN_MARK
+
+
+def config_words(config: SpecConfig) -> str:
+    """'vLLM 0.32.0 at http://… · target … (float32) · draft model (the server's) · k = 3, the server's
+    setting · greedy · …': what the run was, as far as the engine says."""
+    where = config.device.removeprefix("vLLM server ").strip()
+    drafter = ("n-gram prompt lookup" + (f" ({config.ngram_min}-{config.ngram_max} grams)" if config.ngram_max else "")
+               if config.drafter == NGRAM_DRAFTER else f"draft model {config.draft or '(the server’s)'}")
+    dtype = config.target_dtype or "dtype not reported"
+    sampling = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, top-p {config.top_p:g}"
+    return (f"{engine_name(config)}{f' at {where}' if where else ''} · target {config.target or '?'} ({dtype}) · "
+            f"{drafter} · k = {config.k}, the server's setting · {sampling} · max {config.max_new_tokens} new tokens"
+            f" · seed {config.seed}")
