@@ -45,6 +45,11 @@ MAX_SESSIONS = 500         # browser sessions whose state (one trace each) is ke
 LOG = logging.getLogger("specviz.app")
 
 
+def _refuse_server(models: ModelChoice, what: str) -> None:
+    if models.server:
+        raise RunnerError(f"{what} runs in SpecViz's own engine: it is not offered on a vLLM server yet.")
+
+
 class EngineRunner:
     """specviz.serving.runner.Runner around the engine: a small LRU cache of loaded pairs, guarded by a lock.
     Every model computation (loading, each step, baselines, sweeps) runs on one compute thread
@@ -96,18 +101,43 @@ class EngineRunner:
         return self._default or DEFAULT_PRESET
 
     def start(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        if request.models.server:
+            return self._server_generation(request, progress)
         self._await_background(request.models, progress)
         return StepsOnComputeThread(self.compute.run(self._start, request, progress), self.compute)
 
+    def _server_generation(self, request: RunRequest, progress: ProgressFn) -> Generation:
+        """A run streamed from a vLLM server (docs/architecture.md §10): no model loads here and nothing runs
+        on the compute thread; the same Generation protocol, so the Run tab, export and replay work as ever.
+        A hosted server's policy decides which addresses it may reach (check_models)."""
+        from engine.vllm.source import start_generation
+        from engine.vllm.transport import VllmError
+        if self.policy is not None:
+            self.policy.check_config(request.config)
+            self.policy.check_models(request.models)
+        progress(0.0, f"asking the vLLM server at {request.models.server}")
+        try:
+            generation = start_generation(request.models.server, request.prompt, request.config,
+                                          method=request.models.server_method)
+        except VllmError as error:
+            raise RunnerError(str(error)) from None
+        progress(1.0, "the vLLM server is streaming")
+        return generation
+
     def with_baseline(self, request: RunRequest, trace: Trace) -> Trace:
+        if request.models.server:
+            raise RunnerError("The target-only comparison runs SpecViz's own engine: it is not offered for a run on "
+                              "a vLLM server.")
         return self.compute.run(self._with_baseline, request, trace)
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
+        _refuse_server(request.models, "A sweep")
         self._await_background(request.models, progress)
         yield from self._on_compute_thread(self._sweep(request, progress))
 
     def race(self, request: RunRequest, progress: ProgressFn,
              should_stop: Callable[[], bool]) -> Iterator[RaceProgress]:
+        _refuse_server(request.models, "A race")
         if self.policy is not None:
             self.policy.check(request)
         self._await_background(request.models, progress)

@@ -111,6 +111,8 @@ class SpecConfig:
     target_dtype: str = ""
     draft_kernel: str = ""           # engine/runtime/kernel_names.py; "" for n-gram drafting or a trace from before
     target_kernel: str = ""
+    engine: str = ""                 # "" = SpecViz's own engine; else the server that ran it, e.g. "vllm 0.32.0"
+                                     # (docs/architecture.md §10: no p, q, draws or phase times then)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")
@@ -166,12 +168,21 @@ class SpecConfig:
         return Exactness.NEAR_TIES_MAY_FLIP if self.target_dtype in REDUCED_PRECISION else Exactness.UP_TO_ROUNDING
 
     @property
+    def is_external(self) -> bool:
+        """True when another engine ran this (a vLLM server): its steps carry no p, q, draws or phase times."""
+        return self.engine != ""
+
+    @property
     def is_lab_mode(self) -> bool:
         """True when any piece of the correct engine is switched off."""
         return not self.carryover or self.cutoff_mode != "truncate" or self.draft_temperature >= 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as plain values; `engine` only when another engine ran (files read as before)."""
+        values = dataclasses.asdict(self)
+        if not values["engine"]:
+            del values["engine"]
+        return values
 
     def replace(self, **changes: Any) -> "SpecConfig":
         return dataclasses.replace(self, **changes)

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 VERDICTS = ("accepted", "rejected", "unverified")
 EMIT_KINDS = ("accepted", "recovered", "bonus")
 TREE_VERDICTS = ("accepted", "rejected", "unreached")
+# Where a draft token's id comes from: the engine that ran (SpecViz's own, or a server that returned it),
+# SpecViz rebuilding it with the server's own lookup rule (a vLLM n-gram draft), or nowhere (a vLLM server
+# does not return its rejected drafts: id None). docs/architecture.md §3 and §10.
+DRAFT_ORIGINS = ("engine", "reconstructed", "unknown")
 
 
 @dataclass(frozen=True)
@@ -31,18 +35,30 @@ class Alternative:
 
 @dataclass(frozen=True)
 class DraftToken:
-    id: int
-    text: str
-    q: float | None                   # draft probability of this token (None: n-gram point mass)
+    id: int | None                    # None: not returned by the engine that ran (origin "unknown")
+    text: str                         # "" when unknown
+    q: float | None                   # draft probability of this token (None: n-gram point mass, or not reported)
     top: tuple[Alternative, ...] = ()
+    origin: str = "engine"            # DRAFT_ORIGINS
+
+    @property
+    def known(self) -> bool:
+        """True when the token's id is known (returned by the engine or reconstructed)."""
+        return self.id is not None
 
 
 @dataclass(frozen=True)
 class TargetToken:
-    id: int                           # the token the target emits at this position if reached, else its argmax
+    id: int | None                    # the token the target emits at this position if reached, else its argmax;
+                                      # None where the engine did not say (a vLLM server, past the first rejection)
     text: str
-    p: float | None                   # target probability of the draft token here (None at the bonus position)
+    p: float | None                   # target probability of the draft token here (None at the bonus position,
+                                      # or not reported by the engine)
     top: tuple[Alternative, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return self.id is not None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ if [ ! -x /usr/bin/chromium ]; then
     echo "note: /usr/bin/chromium is missing (install Debian's chromium): the browser test will be skipped" >&2
   fi
 fi
+# The `vllm` tests run a real vLLM server from its own environment (.venv-vllm, about 3.5 GB once).
+bash scripts/vllm.sh install
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1
-# -m "" selects every marker: real models and the browser included.
+# -m "" selects every marker: real models, the browser and the real vLLM server included.
 exec .venv/bin/python -m pytest -m "" -q "$@"

@@ -1,5 +1,5 @@
 """Shared pytest setup: offline by default, in CI a skipped test is a failure, and the fixtures the
-browser tests share (Debian's chromium, the real tiny-random app)."""
+browser tests share (Debian's chromium, the real tiny-random app) and the vLLM tests' one real server."""
 
 from __future__ import annotations
 
@@ -56,3 +56,15 @@ def tiny_app():
     demo, url = serve(EngineRunner(device="cpu"))
     yield url
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm(tmp_path_factory):
+    """One real vLLM server for the whole session on the tiny random pair (tests/vllm_session.py)."""
+    from engine.vllm.server import vllm_python
+    if vllm_python() is None:
+        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+    from vllm_session import start_tiny_vllm
+    started = start_tiny_vllm(tmp_path_factory.mktemp("vllm"))
+    yield started
+    started.server.stop()

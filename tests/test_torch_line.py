@@ -23,7 +23,8 @@ sys.meta_path.insert(0, Block())
 def core_modules() -> list[str]:
     top = [f"engine.{path.stem}" for path in (ROOT / "engine").glob("*.py") if path.stem != "__main__"]
     formats = [f"engine.formats.{path.stem}" for path in (ROOT / "engine" / "formats").glob("*.py")]
-    return sorted(top + formats + ["engine.runtime", "engine.runtime.kernel_names"])
+    vllm = [f"engine.vllm.{path.stem}" for path in (ROOT / "engine" / "vllm").glob("*.py")]   # §10: the UI imports it
+    return sorted(top + formats + vllm + ["engine.runtime", "engine.runtime.kernel_names"])
 
 
 def import_with_torch_blocked(modules: list[str]) -> subprocess.CompletedProcess:
@@ -34,7 +35,8 @@ def import_with_torch_blocked(modules: list[str]) -> subprocess.CompletedProcess
 def test_every_core_engine_module_imports_without_torch_transformers_gradio_or_plotly():
     modules = core_modules()
     assert {"engine.config", "engine.records", "engine.formats.trace", "engine.formats.sweep_reader",
-            "engine.metrics", "engine.presets", "engine.lab", "engine.runtime.kernel_names"} <= set(modules)
+            "engine.metrics", "engine.presets", "engine.lab", "engine.runtime.kernel_names",
+            "engine.vllm.source", "engine.vllm.server"} <= set(modules)
     result = import_with_torch_blocked(modules)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 

@@ -117,6 +117,9 @@ def _step_to_dict(step: StepRecord) -> dict[str, Any]:
         del data["timing_ms"]["engine"]
     if data["tree"] is None:        # chains record no tree: their steps read as before trees existed
         del data["tree"]
+    for token in data["draft"]:     # a draft the engine returned reads as before other engines existed
+        if token["origin"] == "engine":
+            del token["origin"]
     return data
 
 

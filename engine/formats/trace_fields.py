@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.config import MAX_K
-from engine.records import EMIT_KINDS, VERDICTS
+from engine.records import DRAFT_ORIGINS, EMIT_KINDS, VERDICTS
 from engine.formats.trace import TraceFormatError
 
 MAX_WHOLE = 2**31 - 1                 # ids, lengths, counts: far above any vocabulary or context
@@ -47,6 +47,8 @@ def is_text(value: Any) -> bool:
 # NaN fails every comparison, so each range test below also refuses it.
 WHOLE = Kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_WHOLE,
               f"a whole number from 0 to {MAX_WHOLE}")
+WHOLE_OR_NULL = Kind(lambda v: v is None or WHOLE.test(v), f"null or a whole number from 0 to {MAX_WHOLE}")
+DRAFT_ORIGIN = Kind(lambda v: isinstance(v, str) and v in DRAFT_ORIGINS, f"one of {', '.join(DRAFT_ORIGINS)}")
 DRAFT_COUNT = Kind(lambda v: WHOLE.test(v) and v <= MAX_K, f"a whole number from 0 to {MAX_K}")
 AMOUNT = Kind(lambda v: is_number(v) and 0 <= v <= MAX_AMOUNT, f"a number from 0 to {MAX_AMOUNT:g}")
 PROBABILITY = Kind(lambda v: is_number(v) and -PROBABILITY_SLACK <= v <= 1 + PROBABILITY_SLACK, "a probability")

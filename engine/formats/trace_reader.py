@@ -20,8 +20,8 @@ from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken,
                             Token)
 from engine.formats.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
 from engine.formats.trace_tree import check_tree, parse_tree
-from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, EMIT_KIND, PROBABILITY, PROBABILITY_OR_NULL, VERDICT, WHOLE,
-                                 FieldReader, Kind)
+from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, DRAFT_ORIGIN, EMIT_KIND, PROBABILITY,
+                                         PROBABILITY_OR_NULL, VERDICT, WHOLE, WHOLE_OR_NULL, FieldReader, Kind)
 
 CACHE_KIND = Kind(lambda v: isinstance(v, str) and v in CACHE_KINDS, f"one of {', '.join(CACHE_KINDS)}")
 
@@ -81,8 +81,10 @@ def _check_cutoff(cache: CacheLengths, last: CacheLengths | None, where: str) ->
 
 
 def _parse_step(r: FieldReader) -> StepRecord:
-    draft = tuple(DraftToken(d.int("id"), d.str("text"), d.prob("q", optional=True), _alternatives(d)) for d in r.items("draft"))
-    target = tuple(TargetToken(t.int("id"), t.str("text"), t.prob("p", optional=True), _alternatives(t)) for t in r.items("target"))
+    draft = tuple(DraftToken(d.get("id", WHOLE_OR_NULL), d.str("text"), d.prob("q", optional=True), _alternatives(d),
+                             d.get("origin", DRAFT_ORIGIN, optional=True) or "engine") for d in r.items("draft"))
+    target = tuple(TargetToken(t.get("id", WHOLE_OR_NULL), t.str("text"), t.prob("p", optional=True), _alternatives(t))
+                   for t in r.items("target"))
     k = r.get("k", DRAFT_COUNT, optional=True)
     k = len(draft) if k is None else k
     accept_prob = r.values("accept_prob", PROBABILITY_OR_NULL, optional=True)
@@ -124,6 +126,7 @@ def _check_step(step: StepRecord, where: str) -> None:
                         f"{len(step.overlap)} overlap values (k each; overlap may be empty)")
     if problems:
         raise TraceFormatError(f"{where} " + "; ".join(problems))
+    _check_unknown_tokens(step, where)
     accepted, kind = ("accepted",) * step.num_accepted, "bonus" if step.num_accepted == step.k else "recovered"
     if step.verdicts != (accepted + ("rejected",) + ("unverified",) * step.k)[:step.k]:
         raise TraceFormatError(f"{where}.verdicts must be {step.num_accepted} accepted, then one rejected and the "
@@ -131,6 +134,18 @@ def _check_step(step: StepRecord, where: str) -> None:
     if tuple(token.kind for token in step.emitted) != (accepted + (kind,))[:len(step.emitted)]:
         raise TraceFormatError(f"{where}.emitted must be the {step.num_accepted} accepted drafts, then the {kind} "
                                "token (cut short only by EOS or the token limit)")
+
+
+def _check_unknown_tokens(step: StepRecord, where: str) -> None:
+    """Another engine may leave tokens unknown (id null, docs/architecture.md §10), but never one it emitted."""
+    for position, token in enumerate(step.draft):
+        if (token.id is None) != (token.origin == "unknown"):
+            raise TraceFormatError(f"{where}.draft[{position}] needs origin \"unknown\" exactly when its id is null")
+    emitted = len(step.emitted)
+    for name, tokens in (("draft", step.draft[:min(emitted, step.num_accepted)]), ("target", step.target[:emitted])):
+        for position, token in enumerate(tokens):
+            if token.id is None:
+                raise TraceFormatError(f"{where}.{name}[{position}] stands for an emitted token, so its id must be known")
 
 
 def parse_trace(data: Any) -> Trace:

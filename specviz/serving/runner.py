@@ -33,22 +33,30 @@ class PresetInfo:
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """Which pair to load: a preset name, or custom draft/target (hub id, local dir or .gguf path)."""
+    """Which pair to load: a preset name, or custom draft/target (hub id, local dir or .gguf path), or a
+    running vLLM server (`server`, its address; docs/architecture.md §10) whose models the run streams from."""
 
     preset: str = ""
     draft: str = ""
     target: str = ""
     draft_dtype: str = "auto"               # engine.config.DRAFT_DTYPES; auto: int8 on a CPU, bfloat16 on CUDA
     target_dtype: str = "auto"              # engine.config.TARGET_DTYPES; auto: bfloat16 on CUDA, else float32
+    server: str = ""                        # a vLLM server's address (http://host:port); set: the rest is ignored
+    server_method: str = "draft_model"      # its speculative method (engine/vllm/server_info.py METHODS): vLLM
+                                            # does not publish it, so the page says which
 
     @property
     def key(self) -> tuple[str, ...]:
         """Identifies a loaded pair in a cache."""
+        if self.server:
+            return ("vllm", self.server, self.server_method)
         models = ("preset", self.preset) if self.preset else ("custom", self.draft, self.target)
         return (*models, self.draft_dtype, self.target_dtype)
 
     @property
     def label(self) -> str:
+        if self.server:
+            return f"vLLM server {self.server}"
         return self.preset or f"{self.draft} → {self.target}"
 
 

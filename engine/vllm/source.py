@@ -1,0 +1,130 @@
+"""A run on a vLLM server as a Generation (specviz/serving/runner.py): `step()` waits for the next
+chunk and returns its step, `trace()` is a valid Trace at any point; once the final chunk brings
+the per-step arrays the trace is rebuilt from them (docs/architecture.md §10).
+
+The prompt is tokenized by the server (`/tokenize`; through its chat template unless the config
+says raw or the tokenizer has none), so the ids are the server's; each token's text comes from
+`/detokenize`, asked once per distinct id.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from engine.config import SpecConfig
+from engine.formats.trace import TextTokens, Trace
+from engine.records import StepRecord
+from engine.vllm.ngram import DEFAULT_LOOKUP
+from engine.vllm.server_info import ServerInfo, probe
+from engine.vllm.stream import CompletionStream, StreamChunk, completion_body
+from engine.vllm.to_trace import build_trace, external_config
+from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, VllmError, post_json
+
+
+class TokenTexts:
+    """Each token's text as the server's tokenizer writes it alone, cached per id."""
+
+    def __init__(self, info: ServerInfo):
+        self.info = info
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, ids: Sequence[int]) -> list[str]:
+        for token in dict.fromkeys(ids):
+            if token not in self._texts:
+                answer = post_json(self.info.address, "/detokenize", {"model": self.info.model, "tokens": [token]})
+                self._texts[token] = str(answer.get("prompt", "")) if isinstance(answer, dict) else ""
+        return [self._texts[token] for token in ids]
+
+
+def tokenize(info: ServerInfo, prompt: str, raw: bool) -> tuple[int, ...]:
+    """The prompt's ids by the server's tokenizer: its chat template first unless `raw` (or it has none)."""
+    if not raw:
+        try:
+            answer = post_json(info.address, "/tokenize", {"model": info.model, "add_generation_prompt": True,
+                                                            "messages": [{"role": "user", "content": prompt}]})
+            return tuple(answer["tokens"])
+        except (VllmError, KeyError, TypeError):
+            pass        # no chat template: the prompt goes as it is, as SpecViz's own engine sends it
+    answer = post_json(info.address, "/tokenize", {"model": info.model, "prompt": prompt})
+    try:
+        return tuple(int(token) for token in answer["tokens"])
+    except (KeyError, TypeError, ValueError):
+        raise VllmError(f"The server at {info.address} did not tokenize the prompt as vLLM does.") from None
+
+
+class VllmGeneration:
+    """One streamed request; drive it as specviz/serving/runner.py's Generation."""
+
+    def __init__(self, info: ServerInfo, prompt: str, config: SpecConfig, *,
+                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                 ngram_lookup: tuple[int, int] = DEFAULT_LOOKUP):
+        info.check_usable()
+        self.info = info
+        self.config = external_config(info, config, ngram_lookup)
+        prompt_ids = tokenize(info, prompt, config.raw)
+        if info.max_model_len is not None and len(prompt_ids) + config.max_new_tokens > info.max_model_len:
+            raise VllmError(f"The prompt ({len(prompt_ids)} tokens) and {config.max_new_tokens} new tokens exceed the "
+                            f"server's context of {info.max_model_len} tokens: shorten one.")
+        self.prompt = TextTokens(prompt, prompt_ids)
+        self._texts = TokenTexts(info)
+        self._stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config), read_timeout_s)
+        self._chunks: list[StreamChunk] = []
+        self._iterator: Iterator[StreamChunk] = iter(self._stream)
+        self._returned = 0              # steps handed out by step()
+        self._done = False
+        self._trace: Trace | None = None
+
+    @property
+    def is_done(self) -> bool:
+        return self._done
+
+    def step(self) -> StepRecord:
+        """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
+        it: the trace is then rebuilt from the server's per-step arrays."""
+        if self._done:
+            raise RuntimeError("the run is over")
+        while self._returned >= len(self.trace().steps):
+            try:
+                chunk = next(self._iterator)
+            except StopIteration:
+                return self._finish()
+            self._chunks.append(chunk)
+            self._trace = None
+            if chunk.finish_reason is not None:
+                return self._finish()
+        self._returned += 1
+        return self.trace().steps[self._returned - 1]
+
+    def _finish(self) -> StepRecord:
+        """Read the rest of the stream (usage, metrics, [DONE]) and rebuild the trace from the arrays."""
+        for chunk in self._iterator:
+            self._chunks.append(chunk)
+        if self._stream.metrics is None or not self._chunks:
+            raise VllmError("The vLLM server finished without its per-step counts: start it with "
+                            "--per-request-spec-decode-metrics detailed.")
+        self._done, self._trace = True, None
+        steps = self.trace().steps
+        self._returned = len(steps)
+        return steps[-1]
+
+    def close(self) -> None:
+        """Close the connection: the server then aborts the request (a stopped run)."""
+        close = getattr(self._iterator, "close", None)
+        if close is not None:
+            close()
+
+    def trace(self) -> Trace:
+        """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done."""
+        if self._trace is None:
+            self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
+                                      self._stream.metrics if self._done else None, self._stream.started_s,
+                                      self._texts, self._done, self._stream.finish_reason)
+        return self._trace
+
+
+def start_generation(address: str, prompt: str, config: SpecConfig, method: str = "draft_model", dtype: str = "",
+                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> VllmGeneration:
+    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence)."""
+    info = probe(address, method, dtype)
+    info.check_usable(expected_model)
+    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s)

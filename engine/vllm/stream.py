@@ -1,0 +1,101 @@
+"""A streamed completion from a vLLM server: token-bearing chunks as they arrive, and the final
+chunk's `metrics.speculative_decoding` (the per-step arrays, docs/architecture.md §10)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from engine.config import SpecConfig
+from engine.vllm.server_info import ServerInfo
+from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, DEFAULT_TIMEOUT_S, VllmError, stream_post
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    time_s: float                     # time.perf_counter() when it arrived
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class SpecMetrics:
+    """vLLM's per-request speculative-decoding metrics (`--per-request-spec-decode-metrics detailed`)."""
+
+    num_spec_tokens: int
+    per_step_accepted: tuple[int, ...]
+    per_step_drafted: tuple[int, ...]
+    num_draft_tokens: int
+    num_accepted_draft_tokens: int
+    acceptance_histogram: tuple[int, ...] = ()
+    mean_acceptance_length: float = 0.0
+    draft_acceptance_rate: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: Any) -> "SpecMetrics":
+        """Read the final chunk's `metrics.speculative_decoding`; VllmError when it is not what vLLM sends."""
+        try:
+            accepted = tuple(int(n) for n in data.get("per_step_accepted") or ())
+            drafted = tuple(int(n) for n in data.get("per_step_drafted") or ())
+            metrics = cls(int(data["num_spec_tokens"]), accepted, drafted, int(data["num_draft_tokens"]),
+                          int(data["num_accepted_draft_tokens"]),
+                          tuple(int(n) for n in data.get("acceptance_histogram") or ()),
+                          float(data.get("mean_acceptance_length") or 0.0),
+                          float(data.get("draft_acceptance_rate") or 0.0))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise VllmError("The server's speculative-decoding metrics are not in the form vLLM 0.32 sends.") from None
+        if (len(accepted) != len(drafted) or any(not 0 <= a <= d <= metrics.num_spec_tokens
+                                                 for a, d in zip(accepted, drafted))
+                or sum(accepted) != metrics.num_accepted_draft_tokens or sum(drafted) != metrics.num_draft_tokens):
+            raise VllmError("The server's per-step speculative counts contradict its totals.")
+        return metrics
+
+
+def completion_body(model: str, prompt: list[int] | str, config: SpecConfig) -> dict[str, Any]:
+    """The streamed /v1/completions request for `config` (one sequence; the per-step arrays need it)."""
+    if config.top_k:
+        raise VllmError("Top-k is off for vLLM servers: vLLM 0.32's speculative sampler crashes its engine on "
+                        "top_k (set top-k to 0).")
+    return {"model": model, "prompt": prompt, "max_tokens": config.max_new_tokens,
+            "temperature": config.temperature, "top_p": config.top_p, "seed": config.seed, "n": 1,
+            "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True}
+
+
+class CompletionStream:
+    """Iterate it for `StreamChunk`s; afterwards `metrics`, `usage` and `finish_reason` are set.
+
+    Each event's first choice brings the tokens of one or more engine steps (vLLM merges steps
+    when the client lags); the last event has no choices and carries the usage and metrics."""
+
+    def __init__(self, info: ServerInfo, body: dict[str, Any], read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
+        if body.get("n", 1) != 1:
+            raise VllmError("SpecViz draws one sequence at a time: n must be 1 (vLLM reports per-step counts only "
+                            "for single-sequence requests).")
+        self.info, self.body, self.read_timeout_s = info, body, read_timeout_s
+        self.metrics: SpecMetrics | None = None
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.prompt_token_ids: tuple[int, ...] = ()
+        self.started_s: float = 0.0
+
+    def __iter__(self) -> Iterator[StreamChunk]:
+        self.started_s = time.perf_counter()
+        for arrival in stream_post(self.info.address, "/v1/completions", self.body, DEFAULT_TIMEOUT_S,
+                                   self.read_timeout_s):
+            data = arrival.data
+            for choice in data.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    raise VllmError("The server sent more than one sequence: SpecViz draws one at a time (n = 1).")
+                if choice.get("prompt_token_ids"):
+                    self.prompt_token_ids = tuple(choice["prompt_token_ids"])
+                ids = tuple(choice.get("token_ids") or ())
+                self.finish_reason = choice.get("finish_reason") or self.finish_reason
+                if ids:
+                    yield StreamChunk(arrival.time_s, ids, choice.get("text") or "", choice.get("finish_reason"))
+            if data.get("usage"):
+                self.usage = data["usage"]
+            speculative = (data.get("metrics") or {}).get("speculative_decoding")
+            if speculative is not None:
+                self.metrics = SpecMetrics.from_json(speculative)

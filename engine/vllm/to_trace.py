@@ -1,0 +1,150 @@
+"""A vLLM stream as SpecViz's trace: one StepRecord per engine step (docs/architecture.md §10).
+
+Step 0 is the prefill's token (k = 0, a bonus: the target's own token with nothing drafted);
+step i takes per_step_accepted[i-1] + 1 tokens: the accepted drafts, then the target's own token
+(bonus when every draft was accepted, else recovered). The output is split by the arrays, never
+by chunk boundaries: vLLM merges steps into one chunk when the client lags. Before the final
+chunk brings the arrays (a live run), each chunk stands in for one step.
+
+vLLM does not return drafted-but-rejected tokens: they stay unknown (id None, origin "unknown"),
+unless vLLM's n-gram rule rebuilds them consistently with what the server emitted (origin
+"reconstructed"). p, q, draws and phase times are not reported: None, None, None and 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from engine.config import NGRAM_DRAFTER, SpecConfig
+from engine.formats.trace import TextTokens, Trace
+from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
+from engine.vllm.ngram import propose
+from engine.vllm.server_info import ServerInfo
+from engine.vllm.stream import SpecMetrics, StreamChunk
+from engine.vllm.transport import VllmError
+
+Decode = Callable[[Sequence[int]], Sequence[str]]     # token ids -> each token's text
+UNKNOWN = ""                                          # the text of a token the server did not return
+
+
+@dataclass(frozen=True)
+class StepTokens:
+    """One engine step's slice of the output: its token ids, drafted and accepted counts, arrival time."""
+
+    token_ids: tuple[int, ...]
+    drafted: int
+    accepted: int
+    time_s: float
+
+
+def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int) -> list[StepTokens]:
+    """The output's tokens in engine steps: by the per-step arrays when given, else one step per chunk."""
+    tokens = [(token, chunk.time_s) for chunk in chunks for token in chunk.token_ids]
+    if metrics is None:
+        return _steps_from_chunks(chunks, k)
+    sizes = [(0, 0)] + list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
+    steps, start = [], 0
+    for drafted, accepted in sizes:
+        if start >= len(tokens):
+            break
+        part = tokens[start:start + accepted + 1]
+        steps.append(StepTokens(tuple(token for token, _ in part), drafted, accepted, part[-1][1]))
+        start += len(part)
+    if start < len(tokens):
+        raise VllmError(f"The server streamed {len(tokens)} tokens but its per-step counts account for {start}: "
+                        "they do not describe this run.")
+    return steps
+
+
+def _steps_from_chunks(chunks: Sequence[StreamChunk], k: int) -> list[StepTokens]:
+    """A live run's stand-in: the prefill's token, then each chunk as one step of k drafts (a chunk
+    longer than k + 1 tokens holds merged steps and is cut into fully accepted ones)."""
+    steps: list[StepTokens] = []
+    for chunk in chunks:
+        ids = list(chunk.token_ids)
+        if not steps:
+            steps.append(StepTokens((ids.pop(0),), 0, 0, chunk.time_s))
+        while ids:
+            part, ids = ids[:k + 1], ids[k + 1:]
+            steps.append(StepTokens(tuple(part), k, min(len(part) - 1, k) if ids else len(part) - 1, chunk.time_s))
+    return steps
+
+
+def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[int, int] | None = None) -> SpecConfig:
+    """The request's config as the server ran it: its k, method, model, dtype and engine."""
+    lookup = ngram_lookup or (config.ngram_min, config.ngram_max)
+    return config.replace(k=info.k or config.k, drafter=info.drafter, target=info.root, draft="",
+                          device=f"vLLM server {info.address}", draft_dtype=info.dtype, target_dtype=info.dtype,
+                          engine=info.engine, cache="dynamic", adaptive_k=False, tree_nodes=0,
+                          confidence_threshold=0.0, ngram_min=lookup[0], ngram_max=lookup[1],
+                          draft_kernel="", target_kernel="")
+
+
+def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks: Sequence[StreamChunk],
+                metrics: SpecMetrics | None, started_s: float, decode: Decode, complete: bool,
+                finish_reason: str | None = None) -> Trace:
+    """The trace of what arrived so far (`complete` once the final chunk's arrays are in).
+
+    `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
+    lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted."""
+    steps_tokens = split_steps(chunks, metrics, config.k)
+    context = list(prompt.token_ids)
+    steps: list[StepRecord] = []
+    kv_before, last_s = 0, started_s
+    for index, tokens in enumerate(steps_tokens):
+        rebuilt = (_reconstructed(context, tokens, config, info.max_model_len)
+                   if config.drafter == NGRAM_DRAFTER and index > 0 else ())
+        last = index == len(steps_tokens) - 1
+        eos = complete and last and finish_reason == "stop"
+        record = step_record(index, context, tokens, kv_before, (tokens.time_s - last_s) * 1000.0, decode, rebuilt,
+                             eos)
+        steps.append(record)
+        context += [token.id for token in record.emitted]
+        kv_before, last_s = record.kv_target.after_cutoff, tokens.time_s
+    emitted = tuple(token for step in steps for token in step.emitted)
+    text = "".join(chunk.text for chunk in chunks)
+    return Trace(config=config, prompt=prompt, output=TextTokens(text, tuple(token.id for token in emitted)),
+                 steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete)
+
+
+def _reconstructed(context: Sequence[int], tokens: StepTokens, config: SpecConfig,
+                   max_model_len: int | None) -> tuple[int, ...]:
+    """vLLM's n-gram drafts for this step, when they match its counts and emitted tokens; else ()."""
+    drafts = propose(context, config.ngram_min, config.ngram_max, config.k, max_model_len)
+    emitted, accepted = tokens.token_ids, tokens.accepted
+    agrees = (len(drafts) == tokens.drafted and drafts[:min(accepted, len(emitted))] == emitted[:accepted]
+              and (accepted == len(drafts) or len(emitted) <= accepted or drafts[accepted] != emitted[accepted]))
+    return drafts if agrees else ()
+
+
+def step_record(index: int, context: Sequence[int], tokens: StepTokens, kv_before: int, gap_ms: float,
+                decode: Decode, reconstructed: Sequence[int] = (), eos: bool = False) -> StepRecord:
+    """One engine step as a StepRecord; step 0 (k = 0) is the prefill over the prompt."""
+    ids, k, accepted = tokens.token_ids, tokens.drafted, tokens.accepted
+    texts = list(decode(list(ids) + [token for token in reconstructed[accepted:]]))
+    known = dict(zip(list(ids) + list(reconstructed[accepted:]), texts))
+    draft = []
+    for position in range(k):
+        if position < accepted and position < len(ids):
+            draft.append(DraftToken(ids[position], known[ids[position]], None))
+        elif position < len(reconstructed):
+            draft.append(DraftToken(reconstructed[position], known.get(reconstructed[position], UNKNOWN), None,
+                                    origin="reconstructed"))
+        else:
+            draft.append(DraftToken(None, UNKNOWN, None, origin="unknown"))
+    target = [TargetToken(ids[position], known[ids[position]], None) if position < len(ids)
+              else TargetToken(None, UNKNOWN, None) for position in range(k + 1)]
+    last_kind = "bonus" if accepted == k else "recovered"
+    kinds = ["accepted"] * accepted + [last_kind]
+    emitted = tuple(EmittedToken(token, known[token], kind) for token, kind in zip(ids, kinds))
+    if index == 0:          # the prefill: the prompt goes into the cache, its token is pending
+        kv = CacheLengths(0, len(context), 0, len(context), 0)
+    else:                   # the pending token and k drafts in, the k - accepted rejected ones out
+        kv = CacheLengths(kv_before, kv_before + 1 + k, k - accepted, kv_before + 1 + accepted, 0)
+    return StepRecord(
+        index=index, context_len=len(context), k=k, carryover=(), draft=tuple(draft), target=tuple(target),
+        verdicts=tuple((["accepted"] * accepted + ["rejected"] + ["unverified"] * k)[:k]),
+        accept_prob=(None,) * k, draws=(None,) * k, num_accepted=accepted, emitted=emitted,
+        kv_target=kv, kv_draft=None, timing=StepTiming(0.0, 0.0, max(gap_ms, 0.0)), eos=eos)
+

@@ -1,0 +1,43 @@
+"""The real vLLM server the `vllm` tests share: the tiny random pair (engine/loading/tiny.py) saved to
+disk with its tokenizer, served once per test session (float32, draft_model k=3, detailed
+per-request metrics) by engine/vllm/server.py; stopped (its whole process group) at the end.
+
+The pair is wider than tiny-random's default (vLLM's CPU attention wants a head size of 32 or more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+TINY_SHAPE = {"hidden_size": 256, "num_layers": 2, "num_heads": 4}   # head size 64
+K = 3
+STARTUP_TIMEOUT_S = 900.0       # the first start compiles (about a minute alone; far longer on a busy machine)
+
+
+@dataclass
+class TinyVllm:
+    server: object              # engine.vllm.server.RunningServer
+    folder: Path                # target/ and draft/ inside
+    url: str
+
+
+def tiny_pair():
+    from engine.loading.tiny import build_tiny_pair
+    return build_tiny_pair(**TINY_SHAPE)
+
+
+def save_tiny_pair(folder: Path) -> None:
+    pair = tiny_pair()
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
+        model.save_pretrained(folder / name)
+        pair.tokenizer.save_pretrained(folder / name)
+
+
+def start_tiny_vllm(folder: Path) -> TinyVllm:
+    from engine.vllm.server import ServerSpec, start_server
+    save_tiny_pair(folder)
+    spec = ServerSpec(target=str(folder / "target"), draft=str(folder / "draft"), method="draft_model", k=K,
+                      dtype="float32", max_model_len=512)
+    server = start_server(spec, folder / "server.log", timeout_s=STARTUP_TIMEOUT_S)
+    return TinyVllm(server, folder, str(server.address))
