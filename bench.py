@@ -6,6 +6,7 @@ generation, in one process on one machine (docs/benchmark.md).
     python bench.py --quick              # tiny-random: checks that everything runs, in a minute
     python bench.py --device cuda        # on a GPU: eager against CUDA graphs, transformers' assisted generation
     python bench.py --device cuda --random-weights .gpu-carry/qwen-shapes   # a GPU without the preset's weights
+    python bench.py --peer vllm --vllm-threads 1,2 --vllm-probabilistic   # vLLM's rows beside (benchmarks/vllm_peer.py)
 
 Every configuration runs every prompt `--repeats` times; the median wall time per
 (configuration, prompt) is kept and tokens/s are summed over prompts. Ratios within one run,
@@ -17,7 +18,10 @@ device's measured costs (c, v per k), the graphs' capture time and the peak GPU 
 --random-weights (no preset weights there) acceptance is about 0: the rows measure costs, and
 scripts/gpu_check.py turns them into predicted speedups at real-weight acceptance. A fresh process first measures
 the warm start (seconds to the first step) and the peak resident memory of the app's default
-pair. Writes bench-results.json (and with --figure the SVG of docs/benchmark.md) and prints a
+pair. With a vLLM environment installed (.venv-vllm, scripts/vllm.sh) the run adds vLLM's rows on
+the same weights (`--peer vllm`; `--peer none` leaves them out) and the ratio "vs vLLM's best
+speculative row"; their emitted tokens are saved beside the results for `python -m engine.audit`.
+Writes bench-results.json (and with --figure the SVG of docs/benchmark.md) and prints a
 markdown table and a closing note.
 """
 
@@ -35,8 +39,10 @@ from benchmarks.rows import Row
 from benchmarks.runners import load_pairs, measure
 from benchmarks.startup import measure_startup, startup_line
 from benchmarks.table import closing_note, markdown, table_row
+from benchmarks.vllm_peer import peer_line
 from engine.cli.machine import describe_machine
 from engine.config import SpecConfig
+from engine.vllm.transport import VllmError
 
 # The closing note quotes each suite's `best` row: on a CPU the app's default configuration (the
 # Run tab starts from the bundled greedy trace's settings, k = 5 fixed; adaptive k measured slower
@@ -54,6 +60,7 @@ def run(args: argparse.Namespace) -> dict:
                        shape="small" if args.quick else "default")
     rows: list[Row] = []
     table: list[dict] = []
+    greedy_reference = None
     for temperature in args.temperatures:
         base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
         reference = None
@@ -68,12 +75,17 @@ def run(args: argparse.Namespace) -> dict:
             if configuration.name == suite.reference_stock:
                 reference = outputs
                 row.identical = True if temperature == 0 else None
+                if temperature == 0:
+                    greedy_reference = outputs
             rows.append(row)
             measured.append((row, configuration))
         table += [table_row(row, configuration, rows, args.k, suite) for row, configuration in measured]
+    peer = _peer(args, suite, preset, pairs, rows, table, greedy_reference) if _wants_peer(args, suite) else None
     results = {"preset": preset, "device": suite.device, "random_weights": random_weights is not None,
                "machine": describe_machine(), "repeats": args.repeats, "k": args.k,
                "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
+    if peer is not None:
+        results["vllm"] = peer
     costs = [pair.device_costs.to_dict() for pair in pairs.values() if pair.device_costs is not None]
     if costs:
         results["device_costs"] = costs[0]          # c, v per k, capture seconds (engine/device_costs.py)
@@ -83,6 +95,39 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
+
+
+def _wants_peer(args: argparse.Namespace, suite) -> bool:
+    """vLLM's rows run when asked (--peer vllm), or by default where a vLLM environment is installed
+    and the run is a CPU run on a preset's real weights."""
+    from engine.vllm.server import vllm_python
+    if args.peer == "auto":
+        return vllm_python() is not None and suite.device == "cpu" and not args.quick
+    return args.peer == "vllm"
+
+
+def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[Row], table: list[dict],
+          greedy_reference: dict | None) -> dict:
+    """vLLM's rows (benchmarks/vllm_peer.py), added to `table`; returns the results' "vllm" part."""
+    import torch
+    from engine.audit.runs import emitted_document
+    from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, preset_folders, run_peer
+    target, draft = preset_folders(preset)
+    plain = pairs["plain"]
+    prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
+    reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
+    configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype)
+    base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
+    out = Path(args.out)
+    measured = run_peer(configurations, target, draft, prompts, args.temperatures, base, args.repeats, reference,
+                        out.parent, audit_pair=plain)
+    table += [peer_table_row(peer, rows, args.k, suite) for peer in measured.peers]
+    table.sort(key=lambda row: row["temperature"])          # stable: each temperature's SpecViz rows, then vLLM's
+    add_vs_best_peer(table)
+    emitted = out.with_name(out.stem + ".vllm-emitted.json")
+    emitted.write_text(json.dumps(emitted_document(measured.emitted)), encoding="utf-8")
+    return {"engine": measured.peers[0].engine if measured.peers else "", "target": target, "draft": draft,
+            "servers": measured.servers, "specviz_threads": torch.get_num_threads(), "emitted": str(emitted)}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -106,6 +151,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-startup", action="store_true", help="skip the fresh-process warm-start and memory measurement")
     parser.add_argument("--figure", default="", help="also write the speedup figure (SVG) to this path")
     parser.add_argument("--out", default="bench-results.json")
+    parser.add_argument("--peer", choices=("auto", "vllm", "none"), default="auto",
+                        help="vllm: add vLLM's rows on the same weights (a server per configuration); auto (default): "
+                             "when .venv-vllm is installed and the run is a CPU run on a preset's weights")
+    parser.add_argument("--vllm-threads", default="2", help="comma-separated OMP_NUM_THREADS for vLLM's rows")
+    parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's speed rows' dtype (its identity row is float32)")
+    parser.add_argument("--vllm-probabilistic", action="store_true",
+                        help="also vLLM's draft-model row with draft_sample_method 'probabilistic'")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -113,6 +165,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
+    try:
+        args.vllm_threads = [int(n) for n in args.vllm_threads.split(",")]
+    except ValueError:
+        parser.error(f"--vllm-threads must be comma-separated whole numbers, got {args.vllm_threads!r}")
+    if not args.vllm_threads or min(args.vllm_threads) < 1:
+        parser.error("--vllm-threads needs at least one thread count of 1 or more")
     args.only = [part for part in args.only.split("|") if part]
     if args.random_weights and (args.suite or args.device) != "cuda":
         parser.error("--random-weights stands in for the preset's weights on a GPU: it runs the cuda suite "
@@ -124,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         results = run(args)
-    except ValueError as error:
+    except (ValueError, VllmError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     with open(args.out, "w", encoding="utf-8") as handle:
@@ -135,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if results["startup"]:
         print(startup_line(results["startup"]))
+    if results.get("vllm"):
+        print(peer_line(results))
     print(closing_note(results))
     return 0
 

@@ -3,7 +3,10 @@
 Two references, kept apart so the headline never mixes the two gains: target-only decoding
 on the **stock float32 target** (what speculation and the kernels buy together) and
 target-only decoding on **the same prepacked target** (what speculation alone buys on the
-same kernels). "vs assisted" divides by transformers' assisted generation at the same k.
+same kernels). "vs assisted" divides by transformers' assisted generation at the same k. With
+vLLM's rows (bench.py --peer vllm), "vs vLLM's best speculative row" divides by vLLM's fastest
+speculative row of the same temperature, and the audit column counts the tokens of each vLLM row
+that the target would sample less than once in a million (engine/audit/).
 
 Token-tree rows (docs/architecture.md §2, "Token trees") are measured like any row: tokens per
 target forward and tokens/s. The i.i.d. theory E(a, k) / (k c + 1) does not describe them (a
@@ -19,6 +22,7 @@ from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_veri
 COLUMNS = ("configuration", "T", "tok/s", "vs {stock}", "vs {same}",
            "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens per target forward", "theory",
            "measured/theory", "draft cost c", "verify cost", "measured/theory at verify cost", "identical")
+PEER_COLUMNS = ("vs vLLM's best speculative row", "audit: tokens under 1e-6")   # with vLLM's rows only
 TREES = "n/a: trees"          # a tree row's theory cells: the i.i.d. chain theory does not describe it
 
 
@@ -62,6 +66,9 @@ def markdown(results: dict) -> str:
     weights = " (random weights at its shapes: acceptance is about 0, so these rows measure costs)" \
         if results.get("random_weights") else ""
     columns = [column.format(stock=suite.stock_words, same=suite.same_words) for column in COLUMNS]
+    peer = "vllm" in results                    # vLLM's rows ran (benchmarks/vllm_peer.py)
+    if peer:
+        columns += list(PEER_COLUMNS)
     lines = [f"Preset `{results['preset']}`{weights}, k={results['k']}, {results['max_new_tokens']} new tokens, "
              f"{len(results['prompts'])} prompts, median of {results['repeats']} ({results['machine']}).", "",
              "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -73,6 +80,8 @@ def markdown(results: dict) -> str:
                   cell(r["mean_accepted_length"]), note or cell(r["theoretical_speedup"], suffix="x"),
                   note or cell(r["measured_over_theory"]), cell(r.get("draft_cost")), cell(r["verify_cost"]),
                   note or cell(r["measured_over_theory_at_verify_cost"]), cell(r["identical"])]
+        if peer:
+            values += [cell(r.get("vs_vllm_best"), suffix="x"), cell(r.get("marked"), "{:d}")]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
 
@@ -90,7 +99,9 @@ def closing_note(results: dict) -> str:
         same = "identical greedy output" if r["identical"] else ("greedy output DIFFERS" if r["identical"] is False else "")
         parts.append(f"{mode}: {_x(r['speedup'])} vs {suite.stock_words}, {_x(r['vs_same_kernels'])} vs "
                      f"{suite.same_words}, {_x(r['vs_assisted'])} vs transformers' assisted generation "
-                     f"at the same k" + (f" ({same})" if same else ""))
+                     f"at the same k" + (f", {_x(r['vs_vllm_best'])} vs vLLM's best speculative row "
+                                         f"({r['vllm_best']})" if r.get("vllm_best") else "")
+                     + (f" ({same})" if same else ""))
     if not parts:
         return f"{best}: not measured in this run."
     return f"{best}: " + "; ".join(parts) + "."

@@ -1,0 +1,269 @@
+"""bench.py's vLLM rows (`--peer vllm`; in the default run when a vLLM environment is installed).
+
+A real vLLM OpenAI server per configuration (engine/vllm/server.py), on the same weights as
+SpecViz's rows (the preset's converted folders), started, warmed up with one request, then sent
+the same prompts (as token ids: SpecViz's chat formatting, exactly), token budget, temperature and
+seed as SpecViz's rows, one request at a time, timed from the client (request sent to its last
+token; the prefill included, as in SpecViz's rows). Start-up (torch.compile on a first start,
+cached after) is reported apart. Each row carries what vLLM reports per request: acceptance
+(accepted / drafted) and tokens per step (vLLM's mean acceptance length: 1 + accepted / steps).
+
+Configurations: target-only, draft-model speculation at the run's k and n-gram speculation
+(vLLM's own lookup, min = max = 5) in the speed dtype (bfloat16: the fastest on a CPU with native
+bfloat16; named in the row), one float32 target-only row for the identity check (greedy output
+token for token against SpecViz's stock float32 target-only; every greedy row is compared, only
+float32 rows are expected identical), optionally draft-model speculation with vLLM's
+`draft_sample_method` "probabilistic". `--vllm-threads 1,2` repeats the rows per thread count
+(OMP_NUM_THREADS; on 2 cores vLLM's engine and its API process share them). Every run's emitted
+tokens go to an emitted-tokens document (engine/audit/runs.py) and, at T > 0, through the audit
+(engine/audit/): the row's "marked" count is how many tokens the target would sample less than
+once in a million.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks.configurations import SUITES, Suite
+from benchmarks.rows import Row
+from engine.audit.runs import EmittedRun
+from engine.config import SpecConfig
+from engine.vllm.server import RunningServer, ServerSpec, start_server
+from engine.vllm.server_info import ServerInfo, probe
+from engine.vllm.stream import CompletionStream, SpecMetrics, completion_body
+from engine.vllm.to_trace import split_steps
+
+if TYPE_CHECKING:
+    from engine.decode.pair import ModelPair
+
+SPEED_DTYPE = "bfloat16"
+IDENTITY_DTYPE = "float32"
+METHOD_WORDS = {"none": "target-only", "draft_model": "draft model", "ngram": "n-gram"}
+DTYPE_WORDS = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
+
+
+@dataclass(frozen=True)
+class PeerServerSpec(ServerSpec):
+    """ServerSpec with vLLM's `draft_sample_method` (an adapter here; engine/vllm/server.py has no field)."""
+
+    draft_sample_method: str = "greedy"
+
+    def speculative_config(self) -> dict | None:
+        config = super().speculative_config()
+        if config is not None and self.method == "draft_model" and self.draft_sample_method != "greedy":
+            config["draft_sample_method"] = self.draft_sample_method
+        return config
+
+
+@dataclass(frozen=True)
+class PeerConfiguration:
+    method: str                      # "none" (target-only) | "draft_model" | "ngram"
+    dtype: str
+    threads: int
+    draft_sample_method: str = "greedy"
+
+    def label(self, k: int) -> str:
+        what = METHOD_WORDS[self.method] + ("" if self.method == "none" else f", k={k}")
+        sampling = ", probabilistic drafts" if self.draft_sample_method != "greedy" else ""
+        return f"vLLM {what}{sampling} ({DTYPE_WORDS.get(self.dtype, self.dtype)}, {self.threads} thread{'s' * (self.threads != 1)})"
+
+    @property
+    def speculative(self) -> bool:
+        return self.method != "none"
+
+    def spec(self, target: str, draft: str | None, k: int, max_model_len: int) -> PeerServerSpec:
+        return PeerServerSpec(target=target, draft=draft if self.method == "draft_model" else None, method=self.method,
+                              k=k, dtype=self.dtype, max_model_len=max_model_len, threads=self.threads,
+                              draft_sample_method=self.draft_sample_method)
+
+
+def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE
+                        ) -> list[PeerConfiguration]:
+    """The identity row (float32 target-only, at the first thread count), then per thread count
+    target-only, draft model and n-gram in `dtype` (and probabilistic drafts when asked)."""
+    chosen = [PeerConfiguration("none", IDENTITY_DTYPE, threads[0])]
+    for count in threads:
+        chosen += [PeerConfiguration(method, dtype, count) for method in ("none", "draft_model", "ngram")
+                   if (method, dtype) != ("none", IDENTITY_DTYPE) or count != threads[0]]
+        if probabilistic:
+            chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic"))
+    return chosen
+
+
+@dataclass
+class PeerRow:
+    """A measured vLLM row: bench's Row plus what only a peer has."""
+
+    row: Row
+    configuration: PeerConfiguration
+    engine: str = ""                 # "vllm 0.32.0"
+    marked: int | None = None        # audit: tokens the target gives under 1e-6 (T > 0 rows)
+    expected_marked: float | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    token_ids: tuple[int, ...]
+    metrics: SpecMetrics | None
+    step_sizes: tuple[int, ...] | None
+
+
+def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig) -> Request:
+    """One streamed completion, read to its end: the emitted ids and vLLM's per-request metrics."""
+    stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config))
+    chunks = list(stream)
+    ids = tuple(token for chunk in chunks for token in chunk.token_ids)
+    sizes = None
+    if stream.metrics is not None:
+        sizes = tuple(len(step.token_ids) for step in split_steps(chunks, stream.metrics, info.k or 0))
+    return Request(ids, stream.metrics, sizes)
+
+
+def measure_peer(peer: PeerRow, info: ServerInfo, prompts: dict[str, list[int]], config: SpecConfig, repeats: int,
+                 reference: dict[str, tuple[int, ...]] | None, emitted: list[EmittedRun]) -> None:
+    """Fill the peer's row from `repeats` requests per prompt (the median wall time kept, the last
+    request's tokens and metrics). `reference` (greedy): SpecViz's stock float32 target-only ids by
+    prompt name; the row is identical when every prompt's ids equal them."""
+    row, outputs = peer.row, {}
+    for name, prompt_ids in prompts.items():
+        times, result = [], None
+        for _ in range(repeats):
+            started = time.perf_counter()
+            result = request(info, prompt_ids, config)
+            times.append(time.perf_counter() - started)
+        times.sort()
+        row.add(name, len(result.token_ids), times[len(times) // 2])
+        if result.metrics is not None:
+            row.drafted += result.metrics.num_draft_tokens
+            row.accepted += result.metrics.num_accepted_draft_tokens
+            row.steps += len(result.metrics.per_step_accepted)
+        outputs[name] = result.token_ids
+        emitted.append(EmittedRun(f"{row.name}, T={config.temperature:g}, {name}", info.engine, tuple(prompt_ids),
+                                  result.token_ids, config.temperature, config.top_k, config.top_p, result.step_sizes))
+    if reference is not None:
+        row.identical = all(outputs[name] == reference[name] for name in prompts)
+
+
+def serve(configuration: PeerConfiguration, target: str, draft: str | None, k: int, log: Path,
+          max_model_len: int = 1024) -> tuple[RunningServer, ServerInfo]:
+    """Start the configuration's server and probe it (the probe's request is the warm-up's first)."""
+    server = start_server(configuration.spec(target, draft, k, max_model_len), log)
+    try:
+        info = probe(server.address, method=configuration.method if configuration.speculative else "draft_model",
+                     dtype=configuration.dtype)
+    except Exception:
+        server.stop()
+        raise
+    return server, info
+
+
+def warm_up(info: ServerInfo, prompt_ids: list[int], k: int) -> None:
+    """One request of the benchmark's kind, unmeasured: the first pays for lazy compilation."""
+    request(info, prompt_ids, SpecConfig(k=k, max_new_tokens=8))
+    request(info, prompt_ids, SpecConfig(k=k, temperature=0.7, max_new_tokens=8))
+
+
+def peer_table_row(peer: PeerRow, rows: list[Row], k: int, suite: Suite = SUITES["cpu"]) -> dict:
+    """The row in bench's table layout (the keys of benchmarks/table.py `table_row`): its ratios
+    against SpecViz's references of the same temperature; the theory and cost cells are SpecViz's
+    own measurements (None here: vLLM reports no per-step timing)."""
+    row = peer.row
+    same = {r.name: r for r in rows if r.temperature == row.temperature}
+
+    def ratio(name: str, code: bool = False) -> float | None:
+        other = same.get(name)
+        theirs = (other.prompt_tokens_per_s("code") if code else other.tokens_per_s) if other else 0.0
+        mine = row.prompt_tokens_per_s("code") if code else row.tokens_per_s
+        return round(mine / theirs, 3) if theirs else None
+    return {"name": row.name, "temperature": row.temperature, "headline": False, "peer": "vllm",
+            "engine": peer.engine, "method": peer.configuration.method, "dtype": peer.configuration.dtype,
+            "threads": peer.configuration.threads, "draft_sample_method": peer.configuration.draft_sample_method,
+            "tokens_per_s": round(row.tokens_per_s, 2), "speedup": ratio(suite.reference_stock),
+            "vs_same_kernels": ratio(suite.reference_same_kernels),
+            "code_speedup": ratio(suite.reference_stock, code=True), "vs_assisted": ratio(suite.assisted_same_k.format(k=k)),
+            "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
+            "mean_accepted_length": round((row.accepted + row.steps) / row.steps, 3) if row.steps else None,
+            "theoretical_speedup": None, "measured_over_theory": None, "draft_cost": None, "verify_cost": None,
+            "theory_at_verify_cost": None, "measured_over_theory_at_verify_cost": None, "theory_note": None,
+            "identical": row.identical, "exact_expected": peer.configuration.dtype == IDENTITY_DTYPE,
+            "marked": peer.marked, "expected_marked": peer.expected_marked,
+            "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+
+
+def add_vs_best_peer(table: list[dict]) -> None:
+    """Each row's `vs_vllm_best`: its tok/s over vLLM's fastest speculative row of the same temperature."""
+    for row in table:
+        peers = [r for r in table if r.get("peer") == "vllm" and r.get("method") != "none"
+                 and r["temperature"] == row["temperature"] and r["tokens_per_s"]]
+        best = max(peers, key=lambda r: r["tokens_per_s"], default=None)
+        row["vs_vllm_best"] = round(row["tokens_per_s"] / best["tokens_per_s"], 3) if best else None
+        row["vllm_best"] = best["name"] if best else None
+
+
+@dataclass
+class PeerRun:
+    """What the vLLM part of a benchmark run measured."""
+
+    peers: list[PeerRow]
+    servers: list[dict]              # one per configuration: its start-up seconds, engine, threads, log
+    emitted: list[EmittedRun]
+
+
+def preset_folders(preset: str) -> tuple[str, str | None]:
+    """The preset's target and draft as model folders a vLLM server can load (converted on first use)."""
+    from engine.presets import get_preset
+    from scripts.vllm_folders import folder
+    chosen = get_preset(preset)
+    target, draft = folder(chosen.target), folder(chosen.draft) or None
+    if not Path(target).is_dir():
+        raise ValueError(f"the vLLM rows need the {preset} preset's weights as folders on disk, but its target is "
+                         f"{target!r}: choose a preset with GGUF or local weights")
+    return target, draft
+
+
+def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | None, prompts: dict[str, list[int]],
+             temperatures: list[float], base: SpecConfig, repeats: int, reference: dict[str, tuple[int, ...]] | None,
+             log_dir: Path, audit_pair: "ModelPair | None" = None) -> PeerRun:
+    """Each configuration on its own server, one at a time (started, probed, warmed up, measured at
+    every temperature, stopped); at T > 0 each run's tokens are audited under `audit_pair`'s target."""
+    from engine.audit.score import score_tokens
+    measured = PeerRun([], [], [])
+    for index, configuration in enumerate(configurations):
+        label = configuration.label(base.k)
+        print(f"  vLLM server: {label}", file=sys.stderr)
+        log = log_dir / f"vllm-server-{index}.log"
+        server, info = serve(configuration, target, draft, base.k, log)
+        try:
+            warm_up(info, next(iter(prompts.values())), base.k)
+            for temperature in temperatures:
+                print(f"  T={temperature:g} {label}", file=sys.stderr)
+                peer, runs = PeerRow(Row(label, temperature), configuration, info.engine), []
+                measure_peer(peer, info, prompts, base.replace(temperature=temperature), repeats,
+                             reference if temperature == 0 else None, runs)
+                if audit_pair is not None and temperature > 0:
+                    audits = [score_tokens(audit_pair, run.prompt_ids, run.token_ids, run.temperature, run.top_k,
+                                           run.top_p) for run in runs]
+                    peer.marked = sum(len(audit.marked) for audit in audits)
+                    peer.expected_marked = round(sum(audit.expected_marked for audit in audits), 6)
+                measured.peers.append(peer)
+                measured.emitted += runs
+        finally:
+            server.stop()
+        measured.servers.append({"name": label, "engine": info.engine, "method": configuration.method,
+                                 "dtype": configuration.dtype, "threads": configuration.threads,
+                                 "startup_s": round(server.startup_s, 1), "log": str(log)})
+    return measured
+
+
+def peer_line(results: dict) -> str:
+    """Start-ups and threads, reported apart from the decoding rows."""
+    peer = results.get("vllm")
+    if not peer:
+        return ""
+    starts = ", ".join(f"{server['name']} {server['startup_s']:.0f} s" for server in peer["servers"])
+    return (f"vLLM ({peer['engine']}) server start-ups, not in any row (a first start compiles; cached after): "
+            f"{starts}. Threads: SpecViz {peer['specviz_threads']}, vLLM as named in each row (OMP_NUM_THREADS).")

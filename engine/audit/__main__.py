@@ -1,0 +1,68 @@
+"""`python -m engine.audit FILE`: which tokens of a run the target would (almost) never emit.
+
+    python -m engine.audit vllm-emitted.json                  # the default preset's target, float32
+    python -m engine.audit run.json --preset tiny-random --all
+
+FILE is a SpecViz trace or an emitted-tokens document (engine/audit/runs.py; bench.py's vLLM
+rows save one). The target is loaded in float32 on stock kernels (no draft), each run is scored
+at its own temperature (engine/audit/score.py) and the marked steps are printed; the exit
+status is 0 either way (an audit reports, it does not judge), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.audit.marks import RARE, marked_lines
+from engine.audit.runs import read_runs
+from engine.formats.trace import TraceFormatError
+from engine.presets import DEFAULT_PRESET, ModelLoadError
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m engine.audit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", help="a SpecViz trace or an emitted-tokens document (specviz.emitted/1)")
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help="the pair whose target scores the tokens")
+    parser.add_argument("--target", default="", help="a model folder or reference in place of the preset's target")
+    parser.add_argument("--threshold", type=float, default=RARE, help="mark tokens the target gives less than this")
+    parser.add_argument("--all", action="store_true", help="print every token's score, not only the marked ones")
+    args = parser.parse_args(argv)
+    if not 0 < args.threshold < 1:
+        parser.error(f"--threshold must be between 0 and 1, got {args.threshold:g}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        runs = read_runs(args.file)
+    except (OSError, TraceFormatError) as error:
+        print(f"error: {args.file}: {error}", file=sys.stderr)
+        return 2
+    from engine.audit.score import score_tokens, steps_of        # torch: only once the file is known good
+    from engine.loading.models import load_pair
+    try:
+        pair = load_pair(args.preset, target=args.target or None, draft="ngram", device="cpu",
+                         target_dtype="float32", prepack=False)
+    except ModelLoadError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for run in runs:
+        try:
+            audit = score_tokens(pair, run.prompt_ids, run.token_ids, run.temperature, run.top_k, run.top_p,
+                                 None if run.step_sizes is None else steps_of(run.step_sizes), args.threshold)
+        except ValueError as error:
+            print(f"error: {run.name}: {error}", file=sys.stderr)
+            return 2
+        print(f"{run.name} ({run.engine}): {audit.summary()}")
+        for line in marked_lines(audit):
+            print("  " + line)
+        if args.all:
+            for score in audit.scores:
+                print(f"    {score.position:4d} step {score.step}: {score.text!r} p = {score.probability:.3g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""What the audit found, as plain values, and its sentences (torch-free: the page may import it).
+
+A token is *marked* when the target would sample it less than once in a million (`RARE`) at the
+run's temperature, top-k and top-p. Under greedy decoding (T = 0) the target's law is its argmax,
+so there a token is marked when it is not the target's argmax (its logit's margin below the argmax
+says how near a tie it was: float rounding flips only near ties, docs/architecture.md §4).
+
+`expected_marked` is the law's own yardstick: the number of marked tokens expected had each
+token been drawn from the target given the same prefix (the sum over positions of the target's
+mass on tokens below `RARE`). A run far above it did not sample from the target's law.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.records import Alternative
+
+RARE = 1e-6          # "less than once in a million"
+
+
+@dataclass(frozen=True)
+class TokenScore:
+    position: int                    # 0-based among the generated tokens
+    step: int | None                 # the engine step that emitted it, when the run says
+    token_id: int
+    text: str
+    probability: float               # the target's probability at the run's temperature (T = 0: its softmax)
+    top: tuple[Alternative, ...]     # the target's most likely tokens there, at the same temperature
+    marked: bool
+    margin: float | None = None      # T = 0 only: the argmax's logit minus this token's (0 for the argmax;
+                                     # a tiny margin is a near tie that float rounding can flip)
+
+
+@dataclass(frozen=True)
+class Audit:
+    temperature: float
+    top_k: int
+    top_p: float
+    threshold: float
+    scores: tuple[TokenScore, ...]
+    expected_marked: float           # marked tokens expected under the target's own law (0 when greedy)
+
+    @property
+    def marked(self) -> tuple[TokenScore, ...]:
+        return tuple(score for score in self.scores if score.marked)
+
+    @property
+    def marked_steps(self) -> tuple[int, ...]:
+        """The steps holding a marked token, in order (tokens without a step are left out)."""
+        return tuple(sorted({score.step for score in self.marked if score.step is not None}))
+
+    def summary(self) -> str:
+        rule = ("not the target's argmax" if self.temperature == 0 else
+                f"below {self.threshold:g} under the target at T = {self.temperature:g}"
+                + (f", top-k {self.top_k}" if self.top_k else "") + (f", top-p {self.top_p:g}" if self.top_p < 1 else ""))
+        steps = self.marked_steps
+        where = f" in {len(steps)} step{'s' * (len(steps) != 1)}" if steps else ""
+        expected = "" if self.temperature == 0 else (
+            f"; sampling from the target itself would mark {self.expected_marked:.2g} on average")
+        return f"{len(self.marked)} of {len(self.scores)} tokens marked{where} ({rule}){expected}."
+
+
+def marked_lines(audit: Audit) -> list[str]:
+    """One line per marked token: where, which token, what the target gives it, what it prefers."""
+    lines = []
+    for score in audit.marked:
+        where = f"step {score.step}, token {score.position}" if score.step is not None else f"token {score.position}"
+        top = ", ".join(f"{alt.text!r} {alt.prob:.3g}" for alt in score.top)
+        given = (f"softmax {score.probability:.3g}, margin {score.margin:.3g} below the argmax"
+                 if audit.temperature == 0 and score.margin is not None else f"p = {score.probability:.3g}")
+        lines.append(f"{where}: {score.text!r} (id {score.token_id}): {given}; the target's top: {top}")
+    return lines

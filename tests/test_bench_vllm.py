@@ -1,0 +1,109 @@
+"""bench.py's vLLM rows (benchmarks/vllm_peer.py) against a real vLLM server on the tiny random pair
+(float32, draft model k = 3; tests/vllm_session.py): the row's structure, vLLM's reported counts
+against the tokens it streamed, and the identity field against SpecViz's own target-only decoding on
+the same weights (the oracle: vLLM's float32 greedy output equals it token for token). Without a
+server: the table's peer columns and the ratio to vLLM's best speculative row."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.configurations import CONFIGURATIONS, REFERENCE_STOCK, SUITES
+from benchmarks.rows import Row
+from benchmarks.table import PEER_COLUMNS, closing_note, markdown, table_row
+from benchmarks.vllm_peer import (PeerConfiguration, PeerRow, add_vs_best_peer, measure_peer, peer_configurations,
+                                  peer_table_row)
+from engine.config import SpecConfig
+from engine.decode.speculative import SpeculativeEngine
+
+K = 3
+
+
+@pytest.mark.vllm
+def test_a_vllm_row_counts_what_the_server_streamed_and_matches_specviz_greedy(tiny_vllm):
+    from engine.vllm.server_info import probe
+    from vllm_session import tiny_pair
+    pair = tiny_pair()
+    info = probe(tiny_vllm.url, method="draft_model", dtype="float32")
+    prompts = {"abc": pair.encode_prompt("abc"), "hello": pair.encode_prompt("Hello, world"),
+               "digits": pair.encode_prompt("1 2 3 4 5 6")}
+    config = SpecConfig(k=K, max_new_tokens=24, seed=0)
+    engine = SpeculativeEngine(pair)
+    reference = {name: engine.target_only_ids(ids, config) for name, ids in prompts.items()}
+    configuration = PeerConfiguration("draft_model", "float32", 2)
+    peer, emitted = PeerRow(Row(configuration.label(K), 0.0), configuration, info.engine), []
+    measure_peer(peer, info, prompts, config, 1, reference, emitted)
+
+    row = peer.row
+    assert row.identical is True, [(run.token_ids, reference[run.name.rsplit(", ", 1)[1]]) for run in emitted]
+    assert row.tokens == sum(len(ids) for ids in reference.values()) and row.wall_s > 0
+    assert 0 < row.steps and 0 <= row.accepted <= row.drafted <= K * row.steps
+    for run in emitted:                    # vLLM's per-step counts account for every streamed token
+        assert run.step_sizes[0] == 1 and sum(run.step_sizes) == len(run.token_ids)
+        assert all(1 <= size <= K + 1 for size in run.step_sizes)
+        assert run.engine == info.engine and run.temperature == 0.0
+    assert sum(sum(run.step_sizes[1:]) - (len(run.step_sizes) - 1) for run in emitted) <= row.accepted
+
+    stock = Row(REFERENCE_STOCK, 0.0)
+    stock.add("abc", 10, 1.0)
+    stock.add("code", 10, 1.0)
+    table = peer_table_row(peer, [stock], K)
+    reference_keys = set(table_row(stock, CONFIGURATIONS[0], [stock], K))
+    assert reference_keys <= set(table)
+    assert table["identical"] is True and table["exact_expected"] is True and table["engine"] == "vllm 0.32.0"
+    assert table["acceptance_rate"] == round(row.accepted / row.drafted, 3)
+    assert table["mean_accepted_length"] == round(1 + row.accepted / row.steps, 3)
+    assert table["speedup"] == round(row.tokens_per_s / 10.0, 3)
+
+    changed = dict(reference, abc=reference["abc"][:-1] + ((reference["abc"][-1] + 1) % pair.vocab_size,))
+    planted = PeerRow(Row(configuration.label(K), 0.0), configuration, info.engine)
+    measure_peer(planted, info, {"abc": prompts["abc"]}, config, 1, changed, [])
+    assert planted.row.identical is False
+
+
+def results_with(rows: list[dict]) -> dict:
+    return {"preset": "p", "k": 5, "max_new_tokens": 8, "prompts": {"a": "b"}, "repeats": 1, "machine": "m",
+            "rows": rows, "vllm": {"servers": []}}
+
+
+def test_every_row_is_divided_by_vllms_best_speculative_row_of_its_temperature():
+    def row(name, temperature, tokens_per_s, peer=None, method=None):
+        return {"name": name, "temperature": temperature, "tokens_per_s": tokens_per_s,
+                **({"peer": peer, "method": method} if peer else {})}
+    table = [row(SUITES["cpu"].best.format(k=5), 0.0, 8.0), row("vLLM target-only", 0.0, 16.0, "vllm", "none"),
+             row("vLLM draft", 0.0, 4.0, "vllm", "draft_model"), row("vLLM n-gram", 0.0, 5.0, "vllm", "ngram"),
+             row("vLLM draft", 0.7, 2.0, "vllm", "draft_model"), row(SUITES["cpu"].best.format(k=5), 0.7, 6.0)]
+    add_vs_best_peer(table)
+    assert [r["vs_vllm_best"] for r in table] == [1.6, 3.2, 0.8, 1.0, 1.0, 3.0]     # target-only is no speculation
+    assert table[0]["vllm_best"] == "vLLM n-gram" and table[5]["vllm_best"] == "vLLM draft"
+
+
+def test_the_table_shows_the_peer_columns_only_when_vllm_ran():
+    cells = {"speedup": 1.0, "vs_same_kernels": 1.0, "code_speedup": 1.0, "vs_assisted": None, "acceptance_rate": 0.5,
+             "mean_accepted_length": 2.0, "theoretical_speedup": None, "measured_over_theory": None,
+             "draft_cost": None, "verify_cost": None, "measured_over_theory_at_verify_cost": None, "identical": True}
+    best = {"name": SUITES["cpu"].best.format(k=5), "temperature": 0.0, "tokens_per_s": 8.0, **cells,
+            "vs_vllm_best": 1.6, "vllm_best": "vLLM n-gram", "marked": None}
+    peer = {"name": "vLLM n-gram", "temperature": 0.7, "tokens_per_s": 5.0, **cells, "vs_vllm_best": 1.0,
+            "marked": 7, "peer": "vllm"}
+    text = markdown(results_with([best, peer]))
+    assert all(column in text for column in PEER_COLUMNS)
+    assert "| 1.60x | - |" in text and "| 1.00x | 7 |" in text
+    assert "1.60x vs vLLM's best speculative row (vLLM n-gram)" in closing_note(results_with([best]))
+    without = results_with([best])
+    del without["vllm"]
+    assert PEER_COLUMNS[0] not in markdown(without)
+
+
+def test_the_configurations_hold_one_float32_identity_row_and_each_method_per_thread_count():
+    chosen = peer_configurations([1, 2], probabilistic=True)
+    assert [(c.method, c.dtype) for c in chosen if c.dtype == "float32"] == [("none", "float32")]
+    for threads in (1, 2):
+        assert sorted((c.method, c.draft_sample_method) for c in chosen if c.threads == threads
+                      and c.dtype == "bfloat16") == [("draft_model", "greedy"), ("draft_model", "probabilistic"),
+                                                      ("ngram", "greedy"), ("none", "greedy")]
+    spec = chosen[-1].spec("t", "d", 5, 512)
+    assert spec.speculative_config() == {"method": "draft_model", "num_speculative_tokens": 5, "model": "d",
+                                         "draft_sample_method": "probabilistic"}
+    assert chosen[0].spec("t", "d", 5, 512).speculative_config() is None
+    assert chosen[0].label(5) == "vLLM target-only (fp32, 1 thread)"
