@@ -17,6 +17,7 @@ from specviz.figures.tree_text import tree_outcome
 from specviz.run.cache_story import CacheStory, are, draft_story, kept_words, next_carryover, quoted, target_story
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
+                                     tree_depth_limit,
                                       verdict_reason)
 from specviz.run.tree_walk import walk_stop_html, walk_table
 from specviz.style import LABELS
@@ -35,7 +36,7 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     previous = trace.steps[position - 1] if position else None
     greedy = trace.config.is_greedy
     if step.tree is not None:              # a tree step reads as one: the walk's nodes, why it stopped
-        middle = [walk_table(step, greedy), walk_stop_html(step, trace.config.k, greedy)]
+        middle = [walk_table(step, greedy), walk_stop_html(step, tree_depth_limit(trace, step), greedy, trace.config.k)]
     else:
         middle = [_table(step, greedy), _resolution(step, greedy)]
     parts = [
