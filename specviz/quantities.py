@@ -1,7 +1,8 @@
 """The quantities every tab shows, each with one name, one symbol and one tooltip (issue #27).
 
 A run has three acceptance-like numbers, easily confused: the measured acceptance rate r, the
-expected acceptance α the i.i.d. model is built on, and the tokens per step τ they lead to. Every
+expected acceptance α the i.i.d. model is built on, and the tokens per step τ they lead to; a tree
+run's node acceptance rₙ (path tokens over nodes) is a fourth, under its own name. Every
 card, figure title, hover and sentence that shows one of them takes its words from here, so a
 student meets the same name, symbol and definition on the Run, Explore and Lab tabs. Definitions:
 engine/metrics.py (r and τ from the steps, α from the recorded Σ min(p, q)).
@@ -42,8 +43,7 @@ class Quantity:
 ACCEPTANCE_RATE = Quantity(
     "acceptance_rate", "acceptance rate", "r",
     "Acceptance rate r = accepted drafts / drafted tokens, measured. A draft after a rejected one is never "
-    "checked but still counts as drafted, so r falls as k grows. In a tree run the drafts are the nodes and the "
-    "accepted ones the accepted path.")
+    "checked but still counts as drafted, so r falls as k grows. A tree run has its own: the node acceptance rₙ.")
 ALPHA = Quantity(
     "alpha", "expected acceptance", "α",
     "Expected acceptance α = Σₓ min(p(x), q(x)): the chance that a draft sampled from the draft's law q is "
@@ -59,7 +59,12 @@ BY_POSITION = Quantity(
     "by_position", "acceptance by position", "P(dᵢ accepted | checked)",
     "Acceptance by position = P(dᵢ accepted | checked): of the steps whose i-th draft the target checked (every "
     "draft before it accepted), the share that accepted it.")
-QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION)
+NODE_ACCEPTANCE = Quantity(
+    "node_acceptance", "node acceptance", "rₙ",
+    "Node acceptance rₙ = accepted path tokens / tree nodes drafted, measured, in a tree run. A tree drafts several "
+    "candidates for a position and at most one of them can be accepted, so rₙ falls as the tree widens even when "
+    "the path grows: it is not the chain's acceptance rate r.")
+QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION, NODE_ACCEPTANCE)
 
 
 def hover_tip(quantity: Quantity, chars: int = 60) -> str:

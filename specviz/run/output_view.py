@@ -9,8 +9,8 @@ from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
-from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, Quantity
-from specviz.style import LABELS
+from specviz.quantities import ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity
+from specviz.style import kind_labels
 from specviz.tokens import formatted, percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
@@ -23,11 +23,12 @@ def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
     and an underline style); the tokens the step `selected_step` (an index) emitted are outlined."""
     if trace is None:
         return "<div class='sv-output sv-empty'>The generated text appears here.</div>"
-    legend = "".join(f"<span class='sv-out sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in ORIGINS)
+    labels = kind_labels(trace.config.is_tree)
+    legend = "".join(f"<span class='sv-out sv-{kind}'>{escape(labels[kind])}</span>" for kind in ORIGINS)
     legend += "<span class='sv-out sv-accepted sv-selected'>selected step</span>" if selected_step is not None else ""
     spans = "".join(
         f"<span class='sv-out sv-{token.kind}{' sv-selected' if step.index == selected_step else ''}' "
-        f"title='step {step.index}: {escape(LABELS[token.kind])}'>{escape(token.text)}</span>"
+        f"title='step {step.index}: {escape(labels[token.kind])}'>{escape(token.text)}</span>"
         for step in trace.steps for token in step.emitted)
     state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
     prompt = escape(trace.prompt.text)
@@ -97,7 +98,8 @@ def _tree_cards(trace: Trace, trees: TreeCounts) -> list[str]:
                     f"the walk tried {trees.tried} of them (the walk never reached the others)"),
         metric_card("", percent(trees.acceptance_rate),
                     f"{trees.accepted} path tokens accepted of {trees.nodes} nodes drafted "
-                    f"({trees.accepted / trees.steps:.2f} a step)", quantity=ACCEPTANCE_RATE),
+                    f"({trees.accepted / trees.steps:.2f} a step); not the chain's acceptance rate r: a tree drafts several "
+                    "candidates for a position and at most one is accepted", quantity=NODE_ACCEPTANCE),
         metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
                     "the accepted path + 1 recovered or bonus token per step, one target forward each",
                     quantity=TOKENS_PER_STEP),

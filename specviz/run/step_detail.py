@@ -20,7 +20,7 @@ from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence
                                      tree_depth_limit,
                                       verdict_reason)
 from specviz.run.tree_walk import walk_stop_html, walk_table
-from specviz.style import LABELS
+from specviz.style import kind_labels
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected", "unverified": "– unverified"}
@@ -186,7 +186,7 @@ def _resolution(step: StepRecord, greedy: bool) -> str:
 
 
 def _emitted(trace: Trace, step: StepRecord) -> str:
-    chips = "".join(_chip(token.text, token.kind) for token in step.emitted)
+    chips = "".join(_chip(token.text, token.kind, step.tree is not None) for token in step.emitted)
     end = ends_run(trace, step)
     fed_next = next_carryover(step, trace.config.carryover)
     if end:
@@ -251,8 +251,8 @@ def _rejected(count: int) -> str:
     return f"{count} rejected position{'s' * (count != 1)}"
 
 
-def _chip(text: str, kind: str) -> str:
-    return chip(text, kind, LABELS.get(kind, kind))
+def _chip(text: str, kind: str, tree: bool = False) -> str:
+    return chip(text, kind, kind_labels(tree).get(kind, kind))
 
 
 def _token(text: str) -> str:
