@@ -64,6 +64,21 @@ NODE_ACCEPTANCE = Quantity(
     "Node acceptance rₙ = accepted path tokens / tree nodes drafted, measured, in a tree run. A tree drafts several "
     "candidates for a position and at most one of them can be accepted, so rₙ falls as the tree widens even when "
     "the path grows: it is not the chain's acceptance rate r.")
+ALPHA_DIGITS = 3             # α is shown to 3 decimals, and every model number beside it is computed from those
+
+
+def shown_alpha(alpha: float) -> float:
+    """α as the page shows it. Every E, model speedup or model curve shown beside α is computed from this value,
+    so the shown formula reproduces the shown number from the shown digits (issue #33 item 2: 'α 0.96' beside
+    'E = 5.37', where 0.96 gives 5.43)."""
+    return round(alpha, ALPHA_DIGITS)
+
+
+def alpha_text(alpha: float) -> str:
+    """'0.957': α's digits as every tab writes them."""
+    return f"{shown_alpha(alpha):.{ALPHA_DIGITS}f}"
+
+
 QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION, NODE_ACCEPTANCE)
 
 

@@ -9,7 +9,8 @@ from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
-from specviz.quantities import ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity
+from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity, alpha_text,
+                                shown_alpha)
 from specviz.style import kind_labels
 from specviz.tokens import formatted, percent
 
@@ -69,8 +70,8 @@ def metrics_html(trace: Trace | None) -> str:
 def _chain_cards(trace: Trace, max_k: int) -> list[str]:
     """r (accepted / drafted) and τ, with the i.i.d. model's E at this run's α beside τ."""
     summary = trace.summary
-    alpha = summary.estimated_alpha
-    model = (f"; at {ALPHA.symbol} = {alpha:.2f} the i.i.d. model expects E = "
+    alpha = None if summary.estimated_alpha is None else shown_alpha(summary.estimated_alpha)
+    model = (f"; at {ALPHA.symbol} = {alpha_text(alpha)} the i.i.d. model expects E = (1 − α^(k+1)) / (1 − α) = "
              f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
     cards = [
         metric_card("", percent(summary.acceptance_rate),
@@ -81,7 +82,7 @@ def _chain_cards(trace: Trace, max_k: int) -> list[str]:
                     f"k + 1 = {max_k + 1}{model}", quantity=TOKENS_PER_STEP),
     ]
     if alpha is not None:
-        cards.append(metric_card("", f"{alpha:.2f}",
+        cards.append(metric_card("", alpha_text(alpha),
                                  "Σ min(p, q) at each drafted position, averaged: the chance a draft is accepted, "
                                  "expected from the two models' probabilities (the i.i.d. model's parameter)",
                                  quantity=ALPHA))
@@ -111,14 +112,15 @@ def _predicted_card(trace: Trace, k: int) -> str:
     was timed, its measured verify cost v (else v = 1, their assumption), beside the speedup the
     steps after the first reached: the measured card also pays for the prompt's prefill."""
     summary = trace.summary
-    alpha, c = summary.estimated_alpha, summary.cost_ratio
+    alpha, c = shown_alpha(summary.estimated_alpha), round(summary.cost_ratio, 2)   # the digits shown below
     v = verify_cost(trace.steps, summary.baseline)
+    v = None if v is None else round(v, 2)
     at_one = expected_speedup(alpha, k, c)
     terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with {ALPHA.name} α = Σ min(p, q) = "
-             f"{alpha:.2f}, k = {k}, c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
+             f"{alpha_text(alpha)}, k = {k}, c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
     if v is None and trace.device_costs is not None:
         costs = trace.device_costs
-        v = costs.verify_cost(k)
+        v = round(costs.verify_cost(k), 2)
         return metric_card("predicted speedup", f"{at_one / v:.2f}×",
                            f"{terms} and v = {v:.2f}, a verify of k + 1 tokens / one target token as measured on this "
                            f"{costs.device} when the pair loaded (Leviathan et al. take v = 1: {at_one:.2f}×). Tick "
