@@ -197,8 +197,9 @@ def are(phrase: str) -> str:
 
 
 def carried_next(fed_next: str) -> str:
-    """'The recovered token “x” is fed to the draft model first next step, as carryover' (no full stop)."""
-    return f"{fed_next[:1].upper()}{fed_next[1:]} {are(fed_next)} fed to the draft model first next step, as carryover"
+    """'Next step, the recovered token “x” is fed to the draft model first, as carryover' (no full stop): the
+    sentence opens with its own words, so a draft's name ('d5') keeps its lower case."""
+    return f"Next step, {fed_next} {are(fed_next)} fed to the draft model first, as carryover"
 
 
 def _pending_words(cache: CacheLengths, pending: int) -> str:

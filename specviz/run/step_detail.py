@@ -14,7 +14,8 @@ from html import escape
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.tree_text import tree_outcome
-from specviz.run.cache_story import CacheStory, are, draft_story, kept_words, next_carryover, quoted, target_story
+from specviz.run.cache_story import (CacheStory, carried_next, draft_story, kept_words, next_carryover, quoted,
+                                     target_story)
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
                                      tree_depth_limit,
@@ -194,8 +195,7 @@ def _emitted(trace: Trace, step: StepRecord) -> str:
     elif step.emitted:
         last = step.emitted[-1]
         target = f"the target is fed {quoted(last.text)} with its verify forward."
-        nxt = (f"Next step {fed_next} {are(fed_next)} fed to the draft model first, "
-               f"as carryover; {target}" if fed_next else f"Next step {target}")
+        nxt = f"{carried_next(fed_next)}; {target}" if fed_next else f"Next step, {target}"
     else:
         nxt = ""
     return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
