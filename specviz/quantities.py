@@ -64,6 +64,19 @@ NODE_ACCEPTANCE = Quantity(
     "Node acceptance rₙ = accepted path tokens / tree nodes drafted, measured, in a tree run. A tree drafts several "
     "candidates for a position and at most one of them can be accepted, so rₙ falls as the tree widens even when "
     "the path grows: it is not the chain's acceptance rate r.")
+SPEED_NOTE = ("A speed is wall-clock time on the machine that ran the run, shared with whatever else ran there: "
+              "the same run goes slower on a busy machine, so compare its speedup over target-only timed beside "
+              "it, not tokens per second across tabs or runs.")
+"""The one sentence beside every speed the page shows (issue #33 item 8: the same chain ran at 8.8 tok/s
+recorded, 6.41 in Explore, 1.3 in the Lab and 1.4 live, and only the Lab said the machine's load is why)."""
+
+
+def speed_note_html(element_id: str = "") -> str:
+    """SPEED_NOTE as a muted note (tests find every one by its class)."""
+    ident = f" id='{element_id}'" if element_id else ""
+    return f"<div class='sv-note sv-speed-note'{ident}>{escape(SPEED_NOTE)}</div>"
+
+
 ALPHA_DIGITS = 3             # α is shown to 3 decimals, and every model number beside it is computed from those
 
 

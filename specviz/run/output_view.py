@@ -10,7 +10,7 @@ from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_st
                             verify_cost)
 from engine.formats.trace import Trace
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity, alpha_text,
-                                shown_alpha)
+                                shown_alpha, speed_note_html)
 from specviz.style import kind_labels
 from specviz.tokens import formatted, percent
 
@@ -64,7 +64,7 @@ def metrics_html(trace: Trace | None) -> str:
         cards.append(metric_card("speedup vs target-only", formatted(summary.speedup, "{:.2f}×"),
                                  f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
-            f"{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
+            f"{speed_note_html()}{_baseline_badge(trace)}<div class='sv-config'>{escape(_config_line(trace))}</div></div>")
 
 
 def _chain_cards(trace: Trace, max_k: int) -> list[str]:
