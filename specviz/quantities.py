@@ -1,7 +1,8 @@
 """The quantities every tab shows, each with one name, one symbol and one tooltip (issue #27).
 
 A run has three acceptance-like numbers, easily confused: the measured acceptance rate r, the
-expected acceptance α the i.i.d. model is built on, and the tokens per step τ they lead to. Every
+expected acceptance α the i.i.d. model is built on, and the tokens per step τ they lead to; a tree
+run's node acceptance rₙ (path tokens over nodes) is a fourth, under its own name. Every
 card, figure title, hover and sentence that shows one of them takes its words from here, so a
 student meets the same name, symbol and definition on the Run, Explore and Lab tabs. Definitions:
 engine/metrics.py (r and τ from the steps, α from the recorded Σ min(p, q)).
@@ -42,8 +43,7 @@ class Quantity:
 ACCEPTANCE_RATE = Quantity(
     "acceptance_rate", "acceptance rate", "r",
     "Acceptance rate r = accepted drafts / drafted tokens, measured. A draft after a rejected one is never "
-    "checked but still counts as drafted, so r falls as k grows. In a tree run the drafts are the nodes and the "
-    "accepted ones the accepted path.")
+    "checked but still counts as drafted, so r falls as k grows. A tree run has its own: the node acceptance rₙ.")
 ALPHA = Quantity(
     "alpha", "expected acceptance", "α",
     "Expected acceptance α = Σₓ min(p(x), q(x)): the chance that a draft sampled from the draft's law q is "
@@ -59,7 +59,40 @@ BY_POSITION = Quantity(
     "by_position", "acceptance by position", "P(dᵢ accepted | checked)",
     "Acceptance by position = P(dᵢ accepted | checked): of the steps whose i-th draft the target checked (every "
     "draft before it accepted), the share that accepted it.")
-QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION)
+NODE_ACCEPTANCE = Quantity(
+    "node_acceptance", "node acceptance", "rₙ",
+    "Node acceptance rₙ = accepted path tokens / tree nodes drafted, measured, in a tree run. A tree drafts several "
+    "candidates for a position and at most one of them can be accepted, so rₙ falls as the tree widens even when "
+    "the path grows: it is not the chain's acceptance rate r.")
+SPEED_NOTE = ("A speed is wall-clock time on the machine that ran the run, shared with whatever else ran there: "
+              "the same run goes slower on a busy machine, so compare its speedup over target-only timed beside "
+              "it, not tokens per second across tabs or runs.")
+"""The one sentence beside every speed the page shows (issue #33 item 8: the same chain ran at 8.8 tok/s
+recorded, 6.41 in Explore, 1.3 in the Lab and 1.4 live, and only the Lab said the machine's load is why)."""
+
+
+def speed_note_html(element_id: str = "") -> str:
+    """SPEED_NOTE as a muted note (tests find every one by its class)."""
+    ident = f" id='{element_id}'" if element_id else ""
+    return f"<div class='sv-note sv-speed-note'{ident}>{escape(SPEED_NOTE)}</div>"
+
+
+ALPHA_DIGITS = 3             # α is shown to 3 decimals, and every model number beside it is computed from those
+
+
+def shown_alpha(alpha: float) -> float:
+    """α as the page shows it. Every E, model speedup or model curve shown beside α is computed from this value,
+    so the shown formula reproduces the shown number from the shown digits (issue #33 item 2: 'α 0.96' beside
+    'E = 5.37', where 0.96 gives 5.43)."""
+    return round(alpha, ALPHA_DIGITS)
+
+
+def alpha_text(alpha: float) -> str:
+    """'0.957': α's digits as every tab writes them."""
+    return f"{shown_alpha(alpha):.{ALPHA_DIGITS}f}"
+
+
+QUANTITIES = (ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, BY_POSITION, NODE_ACCEPTANCE)
 
 
 def hover_tip(quantity: Quantity, chars: int = 60) -> str:

@@ -67,6 +67,19 @@ LABELS = {
     "bonus": "bonus (target, all accepted)",
     "carryover": "carryover fed to draft",
 }
+TREE_LABELS = {                # the same kinds, named after a tree step's own events (specviz/figures/tree.py)
+    **LABELS,
+    "accepted": "accepted (on the path)",
+    "rejected": "rejected (tried, refused)",
+    "unverified": "unreached (never tried)",
+    "recovered": "recovered (target's own token)",
+    "bonus": "bonus (target, after a leaf)",
+}
+
+
+def kind_labels(tree: bool) -> dict[str, str]:
+    """The legend's names for each kind: a tree run's (its bonus follows a leaf, not 'all accepted') or a chain's."""
+    return TREE_LABELS if tree else LABELS
 
 
 NARROW_WIDTH = 700         # viewport pixels below which the page is laid out for a phone

@@ -1,17 +1,38 @@
-"""Token text made visible: spaces, newlines and tabs shown as glyphs, long tokens shortened; a token as a chip."""
+"""Token text made visible: spaces, newlines and tabs shown as glyphs, control and byte tokens as <0xNN>, long
+tokens shortened; a token as a chip. Every glyph is one the page's fonts draw (DejaVu and Liberation, Debian's
+chromium; tests/test_ui_glyphs.py checks each against the installed fonts): '␍' for a carriage return is in none
+of them and drew as an empty box (issue #33 item 6)."""
 
 from __future__ import annotations
 
 from html import escape
 
-_GLYPHS = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
+_GLYPHS = {" ": "\u00b7", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u2190"}
+REPLACEMENT = "\ufffd"       # what decoding a token that holds only part of a UTF-8 character gives
 
 
 def visible(text: str) -> str:
-    """The token with whitespace drawn (· for space, ↵ for newline, ⇥ for tab); empty shows as ∅."""
+    """The token with whitespace drawn (· for space, ↵ for newline, ⇥ for tab, ← for a carriage return, which
+    sends the cursor back to the line's start), other control characters as <0xNN>, and the replacement
+    character, a byte token's part of a multi-byte character, as <byte>; empty shows as ∅."""
     if text == "":
         return "\u2205"
-    return "".join(_GLYPHS.get(char, char) for char in text)
+    return "".join(_glyph(char) for char in text)
+
+
+def _glyph(char: str) -> str:
+    if char in _GLYPHS:
+        return _GLYPHS[char]
+    if char == REPLACEMENT:
+        return "<byte>"
+    if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
+        return f"<0x{ord(char):02X}>"
+    return char
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 token', '3 tokens': a count with its noun in the right number."""
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def short(text: str, limit: int = 8) -> str:

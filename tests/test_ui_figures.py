@@ -225,7 +225,7 @@ def test_acceptance_figures_name_tokens_per_step_and_use_the_one_alpha():
     assert "mean acceptance length" in running.hovertemplate and "τ = %{y:.2f}" in running.hovertemplate
     position = position_figure(trace)
     assert "expected acceptance α = Σ min(p, q)" in position.layout.title.subtitle.text
-    assert by_meta(position, "model").name == "model: the same α = 0.70 at every position"
+    assert by_meta(position, "model").name == "model: the same α = 0.700 at every position"
     histogram = histogram_figure(trace).layout.title
     assert histogram.text == "<b>Drafts accepted per step: histogram</b>"
     assert "each draft accepted with chance α" in histogram.subtitle.text

@@ -111,9 +111,9 @@ def test_metrics_without_and_with_baseline():
     html = metrics_html(trace)
     assert "43.8%" in html                                  # 7 of 16 drafted
     assert "7 of 16 drafted" in html and "for 11 tokens" in html
-    assert "predicted speedup" in html and "expected acceptance α = Σ min(p, q) = 0.70" in html
+    assert "predicted speedup" in html and "expected acceptance α = Σ min(p, q) = 0.700" in html
     assert "c = 0.30" in html and "a = " not in html                    # one acceptance letter: α (issue #27)
-    assert "at α = 0.70 the i.i.d. model expects E = " in html
+    assert "at α = 0.700 the i.i.d. model expects E = " in html
     assert ">acceptance rate r<" in html and ">tokens per step τ<" in html and "mean accepted length" not in html
     assert escape(TOKENS_PER_STEP.tip, quote=True) in html and escape(ACCEPTANCE_RATE.tip, quote=True) in html
     assert "vLLM&#x27;s mean acceptance length" in html and "accepted drafts + 1" in html

@@ -4,6 +4,8 @@ and the handlers record every stage (fake runner, then the real tiny-random pair
 from __future__ import annotations
 
 
+import re
+
 import gradio as gr
 import pytest
 
@@ -42,7 +44,25 @@ def test_divergence_marker_sits_at_first_divergence():
     assert "leaves target-only decoding at token 7 (step 1)" in views.verdict      # 5 tokens in step 0, then d1, d2
     diff = difference(lab.traces["A"], lab.reference)
     assert diff.position == 6 and diff.got != diff.expected and diff.step == step
-    assert views.verdict.count("sv-tok sv-rejected") == 1
+    assert views.verdict.count("sv-tok sv-recovered") == 1 and "sv-tok sv-rejected" not in views.verdict
+
+
+@pytest.mark.parametrize("key", ["A", "B", "C"])
+def test_the_diverging_token_is_styled_as_the_timeline_marks_it(key):
+    """Issue #33 item 7: Lab A's diverging token '·#' was styled as a rejected draft on the 'this stage' line
+    while the timeline marks it recovered. Each line's chip takes its kind from the stage's own output (the
+    timeline's cell of that kind sits in the diverging step)."""
+    lab = recorded_lab(load_lab_traces(KEYS))
+    trace, views = lab.traces[key], render_lab(lab, key, "")
+    diff = difference(trace, lab.reference)
+    assert not diff.identical                                   # the recorded stages A-C each leave target-only
+    kinds = [token.kind for step in trace.steps for token in step.emitted]
+    expected = [token.kind for step in lab.reference.steps for token in step.emitted]
+    line = views.verdict.split("sv-lab-diff")[1]
+    mine, theirs = re.findall(r"<span class='sv-tok sv-(\w+)'", line)
+    assert (mine, theirs) == (kinds[diff.position], expected[diff.position])
+    cells = {t.meta: [x for x in t.x if x is not None] for t in views.timeline.data if t.type == "bar"}
+    assert diff.step in cells[mine]
 
 
 def test_the_reference_itself_is_identical_and_unmarked():

@@ -86,3 +86,39 @@ def test_a_planted_second_definition_is_caught(monkeypatch):
     monkeypatch.setattr("specviz.lab.views.TOKENS_PER_STEP", other)
     with pytest.raises(AssertionError):
         test_every_tab_gives_each_quantity_the_same_name_symbol_and_tooltip()
+
+
+def test_alpha_and_the_model_numbers_beside_it_reproduce_from_the_shown_digits():
+    """Issue #33 item 2: 'α 0.96' beside 'E = 5.37', where 0.96 in the shown formula gives 5.43. Each view that
+    shows α with E, a model speedup or a model curve is read back, and its own formula, fed the shown digits,
+    must give the shown number."""
+    from engine.metrics import expected_speedup, expected_tokens_per_step
+
+    greedy = load_demo_trace().trace
+    words = unescape(re.sub(r"<[^>]+>", " ", metrics_html(greedy)))
+    alpha, e = re.search(r"at α = ([\d.]+) the i\.i\.d\. model expects E = \(1 − α\^\(k\+1\)\) / \(1 − α\) = ([\d.]+)",
+                         words).groups()
+    k = max(step.k for step in greedy.steps)
+    assert f"{expected_tokens_per_step(float(alpha), k):.2f}" == e
+    assert f" {ALPHA.label}  {alpha} " in words                             # the α card shows the same digits
+    speedup, a, k2, c, v, at_one = re.search(
+        r"predicted speedup\s+([\d.]+)× .*?α = Σ min\(p, q\) = ([\d.]+), k = (\d+), c = ([\d.]+) .*?v = ([\d.]+),"
+        r".*?take v = 1: ([\d.]+)×", words).groups()
+    ideal = expected_speedup(float(a), int(k2), float(c))
+    assert a == alpha and f"{ideal:.2f}" == at_one and f"{ideal / float(v):.2f}" == speedup
+    per_step = per_step_figure(greedy)
+    (model,) = [t for t in per_step.data if t.meta == "model"]
+    e, alpha, k = re.search(r"E = ([\d.]+) tokens per step at α = ([\d.]+), k = (\d+)", model.name).groups()
+    assert f"{expected_tokens_per_step(float(alpha), int(k)):.2f}" == e
+    sweep = load_recorded_sweep(ASSETS_DIR).table
+    theory = theory_figure(sweep, 0.0)
+    (curve,) = [t for t in theory.data if t.meta == "model.length"]
+    alpha = float(re.search(r"α = ([\d.]+)", curve.name).group(1))
+    assert all(abs(y - expected_tokens_per_step(alpha, x)) < 1e-12 for x, y in zip(curve.x, curve.y))
+
+
+@pytest.mark.parametrize("module", ["specviz.run.output_view", "specviz.figures.acceptance", "specviz.figures.sweep"])
+def test_a_planted_model_number_from_the_unrounded_alpha_is_caught(monkeypatch, module):
+    monkeypatch.setattr(f"{module}.shown_alpha", lambda alpha: alpha)
+    with pytest.raises(AssertionError):
+        test_alpha_and_the_model_numbers_beside_it_reproduce_from_the_shown_digits()

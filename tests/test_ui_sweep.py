@@ -88,7 +88,7 @@ def test_theory_uses_the_mean_alpha_and_cost_at_that_temperature_and_says_so():
     measured = by_meta(fig, "measured.speedup")
     assert list(measured.x) == list(KS) and list(measured.y) == [c["speedup"] for c in document["cells"][:6]]
     subtitle = fig.layout.title.subtitle.text
-    assert f"expected acceptance α = Σₓ min(p(x), q(x)) = {alpha:.2f}" in subtitle and "c = 0.25" in subtitle
+    assert f"expected acceptance α = Σₓ min(p(x), q(x)) = {alpha:.3f}" in subtitle and "c = 0.25" in subtitle
     assert "bonus" in subtitle and "a = " not in subtitle
 
 

@@ -18,6 +18,9 @@ from specviz.figures import tree_text
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import CATEGORIES, CELL_WIDTH, is_tree_trace, step_tree_figure, tree_figure
+from specviz.quantities import ACCEPTANCE_RATE, NODE_ACCEPTANCE
+from specviz.run.output_view import metrics_html, output_html
+from specviz.run.step_detail import step_detail_html
 from specviz.run.views import render
 from specviz.style import COLORS, FigureStyle
 from trace_factory import make_trace
@@ -167,6 +170,33 @@ def test_kv_chart_and_timeline_describe_tree_steps():
     assert list(timeline.layout.xaxis.ticktext) == [f"{s.index}<br>({len(s.tree.nodes)})" for s in trace.steps]
     accepted = [t for t in timeline.data if t.meta == "accepted"][0]
     assert len([x for x in accepted.x if x is not None]) == sum(len(s.tree.path) for s in trace.steps)
+
+
+def test_every_legend_names_a_tree_runs_kinds_after_the_tree():
+    """Issue #33 item 1: the timeline legend said 'bonus (target, all accepted)' on a tree step whose path had
+    rejected siblings, while the tree figure says 'bonus (target, after a leaf)'. A tree run's timeline, output
+    panel and step chips name each kind as the tree figure does; a chain run keeps its own names."""
+    trace = make_tree_trace()
+    tree_names = {t.meta: t.name for t in step_tree_figure(trace.steps[1]).data if getattr(t, "meta", None)}
+    timeline = {t.meta: t.name for t in timeline_figure(trace).data}
+    for kind in ("accepted", "rejected", "recovered", "bonus"):
+        assert timeline[kind] == tree_names[kind], kind
+    bonus_hover = [h for t in timeline_figure(trace).data if t.meta == "bonus" for h in t.hovertext]
+    assert bonus_hover and all("all" not in h and "leaf" in h for h in bonus_hover)
+    words = output_html(trace) + step_detail_html(trace, 1)
+    assert "all accepted" not in words and "bonus (target, after a leaf)" in words
+    chain = make_trace([4, 2])
+    assert "bonus (target, all accepted)" in {t.name for t in timeline_figure(chain).data}
+    assert "bonus (target, all accepted)" in output_html(chain)
+
+
+def test_a_tree_runs_acceptance_has_its_own_name():
+    """Issue #33 item 1: the tree card showed path tokens over nodes drafted as 'acceptance rate r'."""
+    html = metrics_html(make_tree_trace())
+    assert "data-quantity='acceptance_rate'" not in html
+    assert f"data-quantity='node_acceptance'><div class='sv-card-label'>{NODE_ACCEPTANCE.label}</div>" in html
+    assert "tree" not in ACCEPTANCE_RATE.tip.split("A tree run")[0]
+    assert "data-quantity='acceptance_rate'" in metrics_html(make_trace([2, 4]))
 
 
 def _controls(**changes):

@@ -119,14 +119,15 @@ def test_the_next_carryover_is_said_in_one_order_in_both_places():
     html = unescape(step_detail_html(chain, 0))
     emitted = html.split("<b>Emitted</b>")[1].split("</div>")[0]
     caches = html.split("Why the caches have these lengths")[1]
-    assert f"Next step {order} are fed to the draft model first, as carryover" in emitted
-    assert f"{order[0].upper()}{order[1:]} are fed to the draft model first next step, as carryover" in caches
+    assert f"Next step, {order} are fed to the draft model first, as carryover" in emitted
+    assert f"Next step, {order} are fed to the draft model first, as carryover" in caches
+    assert "D4" not in html                                     # a draft's name keeps its lower case (issue #33)
     tree = make_tree_trace()
     leaf = unescape(step_detail_html(tree, 1))                   # a bonus after an unfed leaf
     node = tree.steps[1].tree.nodes[tree.steps[1].tree.path[-1]]
     order = (f"the accepted node {node.id} “{visible(node.token.text)}” and then the bonus token "
              f"“{visible(tree.steps[1].emitted[-1].text)}”")
-    assert f"Next step {order} are fed" in leaf and f"{order[0].upper()}{order[1:]} are fed" in leaf
+    assert leaf.count(f"Next step, {order} are fed") == 2
 
 
 def test_a_planted_walk_order_bug_is_caught(monkeypatch):
@@ -134,3 +135,34 @@ def test_a_planted_walk_order_bug_is_caught(monkeypatch):
     monkeypatch.setattr("specviz.run.tree_walk.walk_order", lambda tree: list(tree.nodes))
     with pytest.raises(AssertionError):
         test_the_step_panel_walks_the_tree_in_order_with_node_ids(False)
+
+
+def test_a_leaf_at_the_budgets_depth_has_the_budgets_reason_only():
+    """Issue #33 item 1: a step whose tree the token budget cut to 3 deep said so in its note, while the walk's
+    stop reason blamed the node budget for the leaf at depth 3. One reason per stop: the budget's."""
+    leafy = make_tree_trace(shapes=(FIRST_CHOICES,))            # a path of 3 ending in a leaf at depth 3
+    cut = dataclasses.replace(leafy, config=leafy.config.replace(k=6, max_new_tokens=4))
+    html = text(step_detail_html(cut, 0))
+    assert budget_note(cut, cut.steps[0]).startswith("The tree was at most 3 deep this step, not k = 6")
+    assert "node budget" not in html
+    assert ("because it is a leaf: this step's tree could be at most 3 deep, not k = 6, since the run's token budget "
+            "had room for only 4 more tokens") in html
+
+
+def test_the_fed_candidates_add_up_and_never_outnumber_the_tree_nodes_that_were_fed():
+    """Issue #33 item 1: '8 tree nodes it expanded (... the deepest level never is)' on a tree of 8 nodes 4 deep.
+    The draft cache's count of fed candidates is split into the tree nodes that must have been fed (those with
+    children in the tree) and the rest, and the split adds up; no sentence calls more tree nodes fed."""
+    trace = real_tree()
+    for step in trace.steps:
+        caches = text(step_detail_html(trace, step.index)).split("Why the caches have these lengths")[1]
+        cache = step.kv_draft
+        pending = step.context_len if cache.before == 0 else len(step.carryover)
+        fed = cache.after_forward - cache.before - pending
+        parents = len({node.parent for node in step.tree.nodes} - {None})
+        assert f"then the {fed} candidates it expanded" in caches
+        claimed = [int(n) for n in re.findall(r"(\d+) (?:of them are the )?tree nodes? (?:with children|it expanded)",
+                                              caches)]
+        assert claimed and all(n <= parents for n in claimed), (step.index, claimed, parents)
+        if fed > parents:
+            assert f"{parents} + {fed - parents} = {fed}" in caches

@@ -23,7 +23,7 @@ from specviz.figures.common import empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE
 from specviz.figures.timeline import timeline_figure
 from specviz.serving.policy import Policy
-from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, Quantity
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, Quantity, speed_note_html
 from specviz.recording import record_run
 from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
@@ -118,7 +118,7 @@ def comparison_table(comparison: Comparison | None) -> str:
     body = "".join(f"<tr><th>{label}</th><td>{x}</td><td>{y}</td><td class='sv-muted'>{rel}</td></tr>"
                    for label, x, y, rel in rows)
     return (f"<div class='sv-table-wrap'><table class='sv-table sv-compare'><thead><tr><th></th><th>A</th><th>B</th>"
-            f"<th>B vs A</th></tr></thead><tbody>{body}</tbody></table></div>{_identity(a, b)}")
+            f"<th>B vs A</th></tr></thead><tbody>{body}</tbody></table></div>{speed_note_html()}{_identity(a, b)}")
 
 
 METRICS = (   # label (a named quantity carries its tooltip), value of a trace, format, "higher" | "lower" is better

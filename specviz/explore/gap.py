@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from engine.formats.sweep_reader import SweepTable
 from engine.metrics import expected_speedup, expected_tokens_per_step
+from specviz.quantities import shown_alpha
 
 CARRYOVER_WORDS = ("The draft's carryover (the recovered token, or its last draft and the bonus) is fed in its first "
                    "drafting forward of each step, so its time is already inside the measured draft cost: it takes no "
@@ -74,8 +75,9 @@ def gap_shares(table: SweepTable | None, temperature: float) -> list[GapShares]:
         at_measured_tau = cell.mean_accepted_length / step_cost if step_cost > 0 else 0.0
         if not 0 < at_measured_tau < math.inf:     # a cell no model can be split against (an edited file's zeros)
             continue
-        expected = expected_tokens_per_step(fit.alpha, cell.k)
-        model = expected_speedup(fit.alpha, cell.k, cell.draft_cost, cell.verify_cost)
+        alpha = shown_alpha(fit.alpha)              # the α the page shows (specviz/quantities.py)
+        expected = expected_tokens_per_step(alpha, cell.k)
+        model = expected_speedup(alpha, cell.k, cell.draft_cost, cell.verify_cost)
         steady = cell.tokens_per_s * statistics.fmean(one_token) / 1000.0   # over target-only's steady speed
         shares.append(GapShares(
             k=cell.k, model=model, measured=cell.speedup, tokens_per_step=cell.mean_accepted_length,

@@ -18,6 +18,7 @@ from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
 from engine.formats.sweep_reader import SweepTable
 from specviz.assets import RecordedSweep
 from specviz.figures.tree_budget import NO_BUDGETS, budget_verdicts, tree_budget_figure, tree_depth
+from specviz.quantities import speed_note_html
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
 from specviz.serving.uploads import parse_upload
@@ -66,7 +67,7 @@ def about_trees(table: SweepTable | None, source: str) -> str:
              f"{escape(str(meta.get('max_new_tokens', '?')))} new tokens each.")
     verdicts = "".join(f"<li>{escape(sentence)}</li>" for sentence in budget_verdicts(table))
     return (f"<div class='sv-about' id='sv-trees-about'><div>{facts}</div><div>{measured} {_noise(table)}</div>"
-            f"<ul class='sv-trees-verdicts'>{verdicts}</ul></div>")
+            f"<ul class='sv-trees-verdicts'>{verdicts}</ul>{speed_note_html()}</div>")
 
 
 def _noise(table: SweepTable) -> str:

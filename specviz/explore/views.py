@@ -16,7 +16,7 @@ from engine.formats.sweep_reader import SweepTable
 from specviz.explore.gap import gap_sentence, gap_shares
 from specviz.figures.gap import gap_figure
 from specviz.figures.sweep import heatmap_figure, multiplied, positions_figure, theory_figure
-from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
+from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, alpha_text, shown_alpha
 from specviz.serving.notices import duration
 from specviz.style import FigureStyle
 from specviz.updates import ComponentFields
@@ -65,13 +65,13 @@ def device_html(table: SweepTable | None, temperature: float | None, costs: Devi
     fit = table.theory(temperature) if table is not None and temperature is not None else None
     if costs is None or costs.cost_ratio is None or fit is None:
         return ""
-    k, speedup = costs.best(fit.alpha)
+    k, speedup = costs.best(shown_alpha(fit.alpha))
     verdict = (f"the best k = {k} would run at {speedup:.2f}× target-only" if speedup > 1 else
                f"no k pays: the best, k = {k}, would run at {speedup:.2f}× target-only. Speculation with this "
                "draft cannot pay on this device; the n-gram drafter, which runs no model to draft, can where "
                "prompts quote what they edit")
     return (f"<p class='sv-note'>On this server's {escape(costs.device)} (measured when the pair loaded: c = "
-            f"{costs.cost_ratio:.2f}, v = {costs.verify_cost(k):.2f}) at this sweep's α = {fit.alpha:.2f} "
+            f"{costs.cost_ratio:.2f}, v = {costs.verify_cost(k):.2f}) at this sweep's α = {alpha_text(fit.alpha)} "
             f"(T = {temperature:g}), {escape(verdict)}. The dash-dotted line is the model at these costs.</p>")
 
 

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from engine.metrics import expected_histogram, expected_tokens_per_step
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
-from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, hover_tip
+from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, alpha_text, hover_tip, shown_alpha
 from specviz.style import COLORS, FigureStyle
 from specviz.tokens import percent
 
@@ -77,10 +77,10 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     alpha = trace.summary.estimated_alpha
     if alpha is not None:
         k = max(step.k for step in trace.steps)
-        expected = expected_tokens_per_step(alpha, k)
+        expected = expected_tokens_per_step(shown_alpha(alpha), k)
         traces.append({"type": "scatter", "x": [steps[0] - 0.5, steps[-1] + 0.5], "y": [expected, expected],
                        "mode": "lines", "meta": "model", "line": MODEL_LINE, "hoverinfo": "skip",
-                       "name": f"model: E = {expected:.2f} tokens per step at {ALPHA.symbol} = {alpha:.2f}"})
+                       "name": f"model: E = {expected:.2f} tokens per step at {ALPHA.symbol} = {alpha_text(alpha)}, k = {k}"})
     subtitle = TREE_PER_STEP_SUBTITLE if tree else PER_STEP_SUBTITLE
     return make_figure(traces, PER_STEP_TITLE, subtitle, style, _height(style),
                        barmode="overlay", bargap=0.15, xaxis={"title": {"text": "step"}},
@@ -106,7 +106,7 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     alpha = summary.estimated_alpha
     if alpha is not None:
         traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
-                       "name": f"model: the same {ALPHA.symbol} = {alpha:.2f} at every position",
+                       "name": f"model: the same {ALPHA.symbol} = {alpha_text(alpha)} at every position",
                        "line": {**MODEL_LINE, "shape": "hvh"}, "hoverinfo": "skip"})
     return make_figure(traces, POSITION_TITLE, TREE_POSITION_SUBTITLE if tree else POSITION_SUBTITLE, style,
                        _height(style), xaxis={"title": {"text": "depth in the tree" if tree else "draft position"}},
@@ -125,8 +125,8 @@ def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) ->
                "hovertemplate": "%{x} accepted: %{customdata} steps (%{y:.1%})<extra></extra>"}]
     alpha = summary.estimated_alpha
     if alpha is not None:
-        model = expected_histogram(alpha, [step.k for step in trace.steps], len(counts) - 1)
-        traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model αⁿ(1−α), αᵏ at n=k; α = {alpha:.2f}",
+        model = expected_histogram(shown_alpha(alpha), [step.k for step in trace.steps], len(counts) - 1)
+        traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model αⁿ(1−α), αᵏ at n=k; α = {alpha_text(alpha)}",
                        "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
                        "marker": {"size": 10, "symbol": "diamond"},
                        "hovertemplate": "model: P(%{x} accepted) = %{y:.1%}<extra></extra>"})

@@ -18,7 +18,8 @@ from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
 from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
-from specviz.quantities import ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, hover_tip
+from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, alpha_text, hover_tip,
+                                shown_alpha)
 from specviz.style import COLORS, SERIES, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
@@ -135,21 +136,22 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
     measured_costs = [(c.k, c.draft_cost, c.verify_cost) for c in cells
                       if c.draft_cost is not None and c.verify_cost is not None]
     if fit is not None:
+        alpha = shown_alpha(fit.alpha)           # the curves use the digits the legend shows
         traces.insert(2, {"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.length",
-                          "y": [expected_tokens_per_step(fit.alpha, k) for k in curve_ks], "line": MODEL_LINE,
-                          "name": f"model E = (1 − αᵏ⁺¹)/(1 − α), {ALPHA.symbol} = {fit.alpha:.2f}",
+                          "y": [expected_tokens_per_step(alpha, k) for k in curve_ks], "line": MODEL_LINE,
+                          "name": f"model E = (1 − αᵏ⁺¹)/(1 − α), {ALPHA.symbol} = {alpha_text(alpha)}",
                           "hovertemplate": f"model, k = %{{x}}: E = %{{y:.2f}} tokens per step<br>{hover_tip(ALPHA)}"
                                            "<extra></extra>", **left})
         draft = fit.draft_cost if fit.draft_cost is not None else fit.cost_ratio
         if draft is not None:
             traces.append({"type": "scatter", "mode": "lines", "x": curve_ks, "meta": "model.speedup",
-                           "y": [expected_speedup(fit.alpha, k, draft) for k in curve_ks],
+                           "y": [expected_speedup(alpha, k, draft) for k in curve_ks],
                            "line": {**MODEL_LINE, "color": COLORS["draft"]},
                            "name": "model, ideal: verify of k + 1 tokens = 1 forward",
                            "hovertemplate": "ideal model, k = %{x}: %{y:.2f}×<extra></extra>", **right})
         if measured_costs:
             traces.append({"type": "scatter", "mode": "lines+markers", "x": [k for k, _, _ in measured_costs],
-                           "y": [expected_speedup(fit.alpha, k, c, v) for k, c, v in measured_costs],
+                           "y": [expected_speedup(alpha, k, c, v) for k, c, v in measured_costs],
                            "customdata": [[k + 1, v, c] for k, c, v in measured_costs],
                            "meta": "model.speedup_measured_verify",
                            "line": {"color": COLORS["committed"], "width": 2.5}, "marker": {"symbol": "diamond",
@@ -161,7 +163,7 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
         if device_costs is not None and device_costs.cost_ratio is not None:
             device_ks = [k for k in curve_ks if k in device_costs.ks]
             traces.append({"type": "scatter", "mode": "lines", "x": device_ks, "meta": "model.speedup_this_device",
-                           "y": [device_costs.speedup(fit.alpha, k) for k in device_ks],
+                           "y": [device_costs.speedup(alpha, k) for k in device_ks],
                            "line": {"color": COLORS["cut"], "dash": "dashdot", "width": 2.5},
                            "name": f"model at this server's {device_costs.device} costs",
                            "hovertemplate": f"k = %{{x}} on this {device_costs.device} (c = "
@@ -247,5 +249,5 @@ def _points(ks: list[int], values: list[float | None], name: str, meta: str, col
 def _fit_words(fit: Any, num_cells: int) -> str:
     if fit is None:
         return f"no model: these runs recorded no Σ min(p, q), so no {ALPHA.name} {ALPHA.symbol}"
-    return (f"{ALPHA.name} {ALPHA.symbol} = Σₓ min(p(x), q(x)) = {fit.alpha:.2f}, mean over {num_cells} k "
+    return (f"{ALPHA.name} {ALPHA.symbol} = Σₓ min(p(x), q(x)) = {alpha_text(fit.alpha)}, mean over {num_cells} k "
             f"(above the {ACCEPTANCE_RATE.label}, which also counts the drafts after a rejection, never checked)")

@@ -27,7 +27,7 @@ from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label
 from specviz.run.step_reasons import carryover_sentence
-from specviz.style import CATEGORIES, COLORS, LABELS, TEXT_ON, FigureStyle, pattern
+from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern
 from specviz.tokens import clip, number, short, visible
 
 TITLE = "Token timeline"
@@ -66,11 +66,11 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     for position, step in enumerate(trace.steps):
         previous = trace.steps[position - 1] if position else None
         _add_step(cells, step, previous, max_k + 1, style.cell_chars, trace.config)
-    bars = [_bar(name, cell, style) for name, cell in cells.items()]
+    tree = any(step.tree is not None for step in trace.steps)
+    bars = [_bar(name, cell, style, kind_labels(tree)[name]) for name, cell in cells.items()]
     indices = [step.index for step in trace.steps]
     window = step_window(indices, style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
-    tree = any(step.tree is not None for step in trace.steps)
     ticks = ({"tickmode": "array", "tickvals": indices, "ticktext": [_tree_tick(step) for step in trace.steps]}
              if tree else {"tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5})
     return make_figure(
@@ -137,6 +137,9 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
                    else f"drawn from the residual norm(max(0, p − q)) after d{position} was rejected")
         elif step.k == 0:
             why = "no drafts this step: " + ("the target's argmax" if greedy else "drawn from the target's p")
+        elif step.tree is not None:
+            why = (f"the target's {'argmax' if greedy else 'draw from p'} after the accepted path's last node, "
+                   "a leaf of the tree")
         else:
             why = (f"the target's argmax after all {step.num_accepted} drafts were accepted" if greedy
                    else f"drawn from the target's p after all {step.num_accepted} drafts were accepted")
@@ -151,7 +154,7 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
                                + _escape(carryover_sentence(step, previous)).replace("; ", "<br>"))
 
 
-def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
+def _bar(name: str, cells: _Cells, style: FigureStyle, label: str) -> dict[str, Any]:
     """One category's cells as a bar trace; an empty category gets one invisible (None) cell so
     that the legend always lists every colour, from the first step of a run on."""
     if not cells.x:
@@ -160,7 +163,7 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
     if pattern(name):        # patterned as well as coloured: colour-blind viewers, greyscale projectors
         marker["pattern"] = pattern(name)
     return {
-        "type": "bar", "name": LABELS[name], "meta": name, "x": cells.x, "y": [CELL_HEIGHT] * len(cells.x),
+        "type": "bar", "name": label, "meta": name, "x": cells.x, "y": [CELL_HEIGHT] * len(cells.x),
         "base": cells.base, "text": cells.text, "hovertext": cells.hover, "hovertemplate": "%{hovertext}<extra></extra>",
         "width": 0.92, "marker": marker, "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
         "constraintext": "none", "cliponaxis": True,

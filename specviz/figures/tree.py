@@ -28,7 +28,7 @@ from specviz.figures.tree_gather import gather_panel
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
-from specviz.style import COLORS, TEXT_ON, FigureStyle, pattern
+from specviz.style import COLORS, TEXT_ON, TREE_LABELS, FigureStyle, pattern
 from specviz.tokens import number, short, visible
 
 TITLE = "Draft tree"
@@ -36,9 +36,8 @@ CELL_WIDTH = 0.8            # of one depth column
 CELL_HEIGHT = 0.78          # of one row
 ROOT = "context"
 CATEGORIES = ("accepted", "rejected", "unreached", "recovered", "bonus", ROOT)
-NAMES = {"accepted": "accepted (on the path)", "rejected": "rejected (tried, refused)",
-         "unreached": "unreached (never tried)", "recovered": "recovered (target's own token)",
-         "bonus": "bonus (target, after a leaf)", ROOT: "committed text"}
+NAMES = {**{kind: TREE_LABELS[kind] for kind in ("accepted", "rejected", "recovered", "bonus")},
+         "unreached": TREE_LABELS["unverified"], ROOT: "committed text"}
 FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": COLORS["unreached"],
          "recovered": COLORS["recovered"], "bonus": COLORS["bonus"], ROOT: COLORS["committed"]}
 TEXTS = {**TEXT_ON, "unreached": "#555555", ROOT: "#FFFFFF"}

@@ -155,10 +155,12 @@ def node_name(tree: TreeRecord, node_id: int | None) -> str:
     return f"node {node_id} ‘{visible(tree.nodes[node_id].token.text)}’"
 
 
-def stop_reason(step: StepRecord, depth_limit: int, greedy: bool = True) -> str:
+def stop_reason(step: StepRecord, depth_limit: int, greedy: bool = True, k: int | None = None) -> str:
     """Why the walk stopped where it did: every child of the stop node refused (a recovered token), the stop
     node a leaf (a bonus token: the tree's depth limit, or its children did not make the node budget), or the
-    run ended inside the path. `depth_limit` is the run's k, a tree's maximum depth."""
+    run ended inside the path. `depth_limit` is this step's maximum depth (specviz/run/step_reasons.py
+    tree_depth_limit): the run's `k`, or less where the token budget left room for less; a leaf at that
+    depth has one reason, the depth limit (the budget's words when it is below k), never the node budget."""
     tree = step.tree
     assert tree is not None, "stop_reason needs a tree step"
     extra = extra_token(step)
@@ -177,8 +179,13 @@ def stop_reason(step: StepRecord, depth_limit: int, greedy: bool = True) -> str:
                 f"{'each ' if len(refused) != 1 else ''}tried and rejected, so no branch goes on. The target's own "
                 f"token ‘{visible(extra.text)}’ is recovered instead: {how}.")
     depth = tree.nodes[stop].depth if stop is not None else 0
-    why = (f"the tree is at most k = {depth_limit} deep" if depth >= depth_limit
-           else f"its children scored below the {len(tree.nodes)} candidates the node budget kept")
+    if depth < depth_limit:
+        why = f"its children scored below the {len(tree.nodes)} candidates the node budget kept"
+    elif k is not None and depth_limit < k:
+        why = (f"this step's tree could be at most {depth_limit} deep, not k = {k}, since the run's token budget "
+               f"had room for only {depth_limit + 1} more tokens")
+    else:
+        why = f"the tree is at most k = {depth_limit} deep"
     return (f"The walk stopped at {where}, depth {depth}, because it is a leaf: {why}. The same target forward gave "
             f"p after it, so the target adds the bonus token ‘{visible(extra.text)}’ for free.")
 

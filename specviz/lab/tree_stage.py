@@ -19,7 +19,7 @@ from engine.metrics import step_costs
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure
 from specviz.figures.timeline import timeline_figure
-from specviz.quantities import TOKENS_PER_STEP, Quantity
+from specviz.quantities import TOKENS_PER_STEP, Quantity, speed_note_html
 from specviz.style import FigureStyle
 from specviz.tokens import formatted
 
@@ -89,7 +89,7 @@ def tree_comparison_html(chain: Trace | None, tree: Trace) -> str:
             f"{escape(tree_sentence(facts['chain'], facts['tree']))} "
             f"<span class='sv-muted'>(Recorded one after the other on {escape(device)}, so the times are that "
             f"machine's; the 'target alone' row shows how fast the target ran by itself beside each run: where "
-            f"those differ, so did the machine's load.)</span></div>")
+            f"those differ, so did the machine's load.)</span></div>{speed_note_html()}")
 
 
 def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:

@@ -28,8 +28,8 @@ from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP
 from specviz.run.output_view import metric_card
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.run.views import Scrubber, scrubber_for, shown_tree
-from specviz.style import FigureStyle
-from specviz.tokens import formatted, percent, visible
+from specviz.style import FigureStyle, kind_labels
+from specviz.tokens import chip, formatted, percent, visible
 from specviz.updates import ComponentFields
 
 REFERENCE = "D"                       # the correct engine: target-only's output in float32 greedy decoding
@@ -237,14 +237,25 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
              f"(step {diff.step})</span>")
     texts = _token_texts(trace)
     shared = "".join(texts[:diff.position])[-80:]
+    kind = _kind_at(trace, diff.position)
+    labels = kind_labels(trace.config.is_tree)
+    reference_kind = _kind_at(reference, diff.position)
     return (f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
             f"<div class='sv-text sv-lab-diff'><div><span class='sv-muted'>this stage:</span> "
             f"{escape(visible(shared))}"
-            f"<span class='sv-tok sv-rejected'>{escape(visible(diff.got or ''))}</span>…</div>"
+            f"{chip(diff.got or '', kind, f'this stage emitted it as {labels.get(kind, kind)}')}…</div>"
             f"<div><span class='sv-muted'>target-only:</span> {escape(visible(shared))}"
-            f"<span class='sv-tok sv-accepted'>{escape(visible(diff.expected or ''))}</span>…</div></div>")
+            f"{chip(diff.expected or '', reference_kind, f'stage D emitted it as {labels.get(reference_kind, reference_kind)}')}"
+            "…</div></div>")
 
 
 def _token_texts(trace: Trace) -> list[str]:
     return [token.text for step in trace.steps for token in step.emitted]
+
+
+def _kind_at(trace: Trace, position: int) -> str:
+    """The kind (accepted, recovered, bonus) of output token `position`, as the timeline marks it ('plain' past
+    the end)."""
+    kinds = [token.kind for step in trace.steps for token in step.emitted]
+    return kinds[position] if position < len(kinds) else "plain"
 

@@ -20,6 +20,7 @@ from specviz.run.export import fresh_export_dir
 from specviz.serving.runner import RaceProgress, RunRequest, Runner, RunnerError
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.serving.uploads import parse_upload
+from specviz.tokens import counted
 
 LOG = logging.getLogger(__name__)
 Outputs = tuple[Any, Any, str]           # the session's race, the race view, the status line
@@ -105,7 +106,7 @@ class RaceHandlers(Stoppable):
 
 def status_line(update: RaceProgress) -> str:
     line = LANES.get(update.lane, "Racing…")
-    return f"{line}: {update.tokens} tokens so far…" if update.lane == "speculative" else line
+    return f"{line}: {counted(update.tokens, 'token')} so far…" if update.lane == "speculative" else line
 
 
 def finished_status(race: Race) -> str:

@@ -13,6 +13,7 @@ from html import escape
 
 from engine.config import NGRAM_DRAFTER
 from engine.formats.race import Race, tokens_per_s
+from specviz.quantities import SPEED_NOTE
 from specviz.style import LABELS
 
 KINDS = ("accepted", "recovered", "bonus")
@@ -69,7 +70,7 @@ def measured_how(race: Race) -> str:
     return (f"Target {config.target or 'target'}, {drafter}, k = {config.k}{' (adaptive)' if config.adaptive_k else ''}"
             f", {mode}, up to {config.max_new_tokens} new tokens. Run one after the other on the same loaded models "
             f"and the same machine; each clock starts before the prompt is read (prefill), and the replay shows "
-            f"every token at the time it was produced.{warm}")
+            f"every token at the time it was produced.{warm} {SPEED_NOTE}")
 
 
 def _lane(name: str, title: str, subtitle: str, wall_s: float, count: int, forwards: int, body: str,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.records import CacheLengths, StepRecord, TreeNode
+from engine.records import CacheLengths, StepRecord, TreeNode, TreeRecord
 from specviz.figures.tree_text import gather_moves
 from specviz.tokens import visible
 
@@ -120,9 +120,9 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
     expanded = cache.after_forward - cache.before - pending
     kept = cache.after_cutoff - cache.before - pending
     sentences = [_before(step, previous, cache, pending, "draft"),
-                 f"Drafting fed {_pending_words(cache, pending)}, then the {expanded} tree node{'s' * (expanded != 1)} "
-                 "it expanded, one forward per level (a node is fed only to draft its children, so the deepest "
-                 f"level never is): {cache.before} + {pending} + {expanded} = {cache.after_forward}."]
+                 f"Drafting fed {_pending_words(cache, pending)}, then the {expanded} candidate{'s' * (expanded != 1)} "
+                 f"it expanded, one forward per level: {cache.before} + {pending} + {expanded} = "
+                 f"{cache.after_forward}. {_expanded_words(tree, expanded)}"]
     unfed = unfed_leaf(step)
     leaf = quoted(unfed.token.text) if unfed is not None else ""
     if expanded == 0:
@@ -138,6 +138,27 @@ def _tree_draft_story(step: StepRecord, previous: StepRecord | None, cache: Cach
     if fed_next and not ends_run:
         sentences.append(f"{carried_next(fed_next)}.")
     return CacheStory(headline("draft", cache), tuple(sentences))
+
+
+def _expanded_words(tree: TreeRecord, expanded: int) -> str:
+    """How the expanded candidates relate to the tree's nodes: a candidate is fed only to draft its children,
+    so every node with a child in the tree was fed; the tree keeps the best N of all the candidates offered,
+    so a fed candidate's children may all have fallen out of it (the candidate is then a leaf of the tree, or
+    fell out itself; engine/decode/tree/draft.py). The record keeps the count fed, not which ones: the words
+    say only what the counts prove, and they add up."""
+    parents = len({node.parent for node in tree.nodes} - {None})
+    leaves = len(tree.nodes) - parents
+    rule = "A candidate is fed only to draft its children"
+    if expanded <= parents:
+        return (f"{rule}: these are the {parents} tree node{'s' * (parents != 1)} with children in the tree; its "
+                f"{leaves} lea{'ves were' if leaves != 1 else 'f was'} never fed.")
+    other = expanded - parents
+    others = (f"the other {other} drafted children that the tree's best {len(tree.nodes)} left out (each is a leaf "
+              "of the tree or was left out itself)" if other != 1 else
+              f"the other one drafted children that the tree's best {len(tree.nodes)} left out (it is a leaf of the "
+              "tree or was left out itself)")
+    return (f"{rule}: {parents} of them are the tree nodes with children in the tree, and {others}: "
+            f"{parents} + {other} = {expanded}.")
 
 
 def unfed_leaf(step: StepRecord) -> TreeNode | None:
@@ -176,8 +197,9 @@ def are(phrase: str) -> str:
 
 
 def carried_next(fed_next: str) -> str:
-    """'The recovered token “x” is fed to the draft model first next step, as carryover' (no full stop)."""
-    return f"{fed_next[:1].upper()}{fed_next[1:]} {are(fed_next)} fed to the draft model first next step, as carryover"
+    """'Next step, the recovered token “x” is fed to the draft model first, as carryover' (no full stop): the
+    sentence opens with its own words, so a draft's name ('d5') keeps its lower case."""
+    return f"Next step, {fed_next} {are(fed_next)} fed to the draft model first, as carryover"
 
 
 def _pending_words(cache: CacheLengths, pending: int) -> str:

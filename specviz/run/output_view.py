@@ -11,8 +11,9 @@ from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_st
                             verify_cost)
 from engine.formats.trace import Trace
 from specviz.other_engine import config_words, engine_name, no_guarantee, no_numbers
-from specviz.quantities import ACCEPTANCE_RATE, ALPHA, TOKENS_PER_STEP, Quantity
-from specviz.style import LABELS
+from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity, alpha_text,
+                                shown_alpha, speed_note_html)
+from specviz.style import kind_labels
 from specviz.tokens import formatted, percent
 
 ORIGINS = ("accepted", "recovered", "bonus")
@@ -25,11 +26,12 @@ def output_html(trace: Trace | None, selected_step: int | None = None) -> str:
     and an underline style); the tokens the step `selected_step` (an index) emitted are outlined."""
     if trace is None:
         return "<div class='sv-output sv-empty'>The generated text appears here.</div>"
-    legend = "".join(f"<span class='sv-out sv-{kind}'>{escape(LABELS[kind])}</span>" for kind in ORIGINS)
+    labels = kind_labels(trace.config.is_tree)
+    legend = "".join(f"<span class='sv-out sv-{kind}'>{escape(labels[kind])}</span>" for kind in ORIGINS)
     legend += "<span class='sv-out sv-accepted sv-selected'>selected step</span>" if selected_step is not None else ""
     spans = "".join(
         f"<span class='sv-out sv-{token.kind}{' sv-selected' if step.index == selected_step else ''}' "
-        f"title='step {step.index}: {escape(LABELS[token.kind])}'>{escape(token.text)}</span>"
+        f"title='step {step.index}: {escape(labels[token.kind])}'>{escape(token.text)}</span>"
         for step in trace.steps for token in step.emitted)
     state = "" if trace.complete else "<span class='sv-badge sv-warn'>incomplete: stopped or still running</span>"
     prompt = escape(trace.prompt.text)
@@ -68,14 +70,14 @@ def metrics_html(trace: Trace | None) -> str:
                                  f"target-only: {summary.baseline.tokens_per_s:.1f} tok/s"))
     config = config_words(trace.config) if trace.config.is_external else _config_line(trace)
     return (f"<div class='sv-metrics'><div class='sv-cards'>{''.join(cards)}</div>"
-            f"{_baseline_badge(trace)}<div class='sv-config'>{escape(config)}</div></div>")
+            f"{speed_note_html()}{_baseline_badge(trace)}<div class='sv-config'>{escape(config)}</div></div>")
 
 
 def _chain_cards(trace: Trace, max_k: int) -> list[str]:
     """r (accepted / drafted) and τ, with the i.i.d. model's E at this run's α beside τ."""
     summary = trace.summary
-    alpha = summary.estimated_alpha
-    model = (f"; at {ALPHA.symbol} = {alpha:.2f} the i.i.d. model expects E = "
+    alpha = None if summary.estimated_alpha is None else shown_alpha(summary.estimated_alpha)
+    model = (f"; at {ALPHA.symbol} = {alpha_text(alpha)} the i.i.d. model expects E = (1 − α^(k+1)) / (1 − α) = "
              f"{expected_tokens_per_step(alpha, max_k):.2f}") if alpha is not None else ""
     cards = [
         metric_card("", percent(summary.acceptance_rate),
@@ -86,7 +88,7 @@ def _chain_cards(trace: Trace, max_k: int) -> list[str]:
                     f"k + 1 = {max_k + 1}{model}", quantity=TOKENS_PER_STEP),
     ]
     if alpha is not None:
-        cards.append(metric_card("", f"{alpha:.2f}",
+        cards.append(metric_card("", alpha_text(alpha),
                                  "Σ min(p, q) at each drafted position, averaged: the chance a draft is accepted, "
                                  "expected from the two models' probabilities (the i.i.d. model's parameter)",
                                  quantity=ALPHA))
@@ -103,7 +105,8 @@ def _tree_cards(trace: Trace, trees: TreeCounts) -> list[str]:
                     f"the walk tried {trees.tried} of them (the walk never reached the others)"),
         metric_card("", percent(trees.acceptance_rate),
                     f"{trees.accepted} path tokens accepted of {trees.nodes} nodes drafted "
-                    f"({trees.accepted / trees.steps:.2f} a step)", quantity=ACCEPTANCE_RATE),
+                    f"({trees.accepted / trees.steps:.2f} a step); not the chain's acceptance rate r: a tree drafts several "
+                    "candidates for a position and at most one is accepted", quantity=NODE_ACCEPTANCE),
         metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
                     "the accepted path + 1 recovered or bonus token per step, one target forward each",
                     quantity=TOKENS_PER_STEP),
@@ -115,14 +118,15 @@ def _predicted_card(trace: Trace, k: int) -> str:
     was timed, its measured verify cost v (else v = 1, their assumption), beside the speedup the
     steps after the first reached: the measured card also pays for the prompt's prefill."""
     summary = trace.summary
-    alpha, c = summary.estimated_alpha, summary.cost_ratio
+    alpha, c = shown_alpha(summary.estimated_alpha), round(summary.cost_ratio, 2)   # the digits shown below
     v = verify_cost(trace.steps, summary.baseline)
+    v = None if v is None else round(v, 2)
     at_one = expected_speedup(alpha, k, c)
     terms = (f"(1 − α^(k+1)) / ((1 − α)(k·c + 1)·v), Leviathan et al., with {ALPHA.name} α = Σ min(p, q) = "
-             f"{alpha:.2f}, k = {k}, c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
+             f"{alpha_text(alpha)}, k = {k}, c = {c:.2f} (a draft token's time / a verify forward's, prefill step left out)")
     if v is None and trace.device_costs is not None:
         costs = trace.device_costs
-        v = costs.verify_cost(k)
+        v = round(costs.verify_cost(k), 2)
         return metric_card("predicted speedup", f"{at_one / v:.2f}×",
                            f"{terms} and v = {v:.2f}, a verify of k + 1 tokens / one target token as measured on this "
                            f"{costs.device} when the pair loaded (Leviathan et al. take v = 1: {at_one:.2f}×). Tick "

@@ -19,12 +19,14 @@ from engine.formats.trace import Trace
 from specviz.figures.tree_text import tree_outcome
 from specviz.other_engine import (draft_label, draft_origin, no_draft_cache, no_numbers, no_phases, short_name,
                                   target_label, unknown_draft, unknown_target)
-from specviz.run.cache_story import CacheStory, are, draft_story, kept_words, next_carryover, quoted, target_story
+from specviz.run.cache_story import (CacheStory, are, carried_next, draft_story, kept_words, next_carryover, quoted,
+                                     target_story)
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
+                                     tree_depth_limit,
                                       verdict_reason)
 from specviz.run.tree_walk import walk_stop_html, walk_table
-from specviz.style import LABELS
+from specviz.style import kind_labels
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected", "unverified": "– unverified"}
@@ -40,7 +42,7 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
     previous = trace.steps[position - 1] if position else None
     greedy = trace.config.is_greedy
     if step.tree is not None:              # a tree step reads as one: the walk's nodes, why it stopped
-        middle = [walk_table(step, greedy), walk_stop_html(step, trace.config.k, greedy)]
+        middle = [walk_table(step, greedy), walk_stop_html(step, tree_depth_limit(trace, step), greedy, trace.config.k)]
     else:
         middle = [_table(step, trace.config), _resolution(step, trace.config)]
     parts = [
@@ -222,7 +224,7 @@ def _resolution(step: StepRecord, config: SpecConfig) -> str:
 
 
 def _emitted(trace: Trace, step: StepRecord) -> str:
-    chips = "".join(_chip(token.text, token.kind) for token in step.emitted)
+    chips = "".join(_chip(token.text, token.kind, step.tree is not None) for token in step.emitted)
     end = ends_run(trace, step)
     fed_next = next_carryover(step, trace.config.carryover)
     if end:
@@ -230,8 +232,7 @@ def _emitted(trace: Trace, step: StepRecord) -> str:
     elif step.emitted:
         last = step.emitted[-1]
         target = f"the target is fed {quoted(last.text)} with its verify forward."
-        nxt = (f"Next step {fed_next} {are(fed_next)} fed to the draft model first, "
-               f"as carryover; {target}" if fed_next else f"Next step {target}")
+        nxt = f"{carried_next(fed_next)}; {target}" if fed_next else f"Next step, {target}"
     else:
         nxt = ""
     return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
@@ -290,8 +291,8 @@ def _rejected(count: int) -> str:
     return f"{count} rejected position{'s' * (count != 1)}"
 
 
-def _chip(text: str, kind: str) -> str:
-    return chip(text, kind, LABELS.get(kind, kind))
+def _chip(text: str, kind: str, tree: bool = False) -> str:
+    return chip(text, kind, kind_labels(tree).get(kind, kind))
 
 
 def _token(text: str) -> str:

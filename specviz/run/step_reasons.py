@@ -74,12 +74,23 @@ def ends_run(trace: Trace, step: StepRecord) -> str:
     return ""
 
 
+def tokens_left(trace: Trace, step: StepRecord) -> int:
+    """How many of the run's new tokens were left before this step."""
+    return trace.config.max_new_tokens - (step.context_len - len(trace.prompt.token_ids))
+
+
+def tree_depth_limit(trace: Trace, step: StepRecord) -> int:
+    """How deep this step's tree could be: k, or fewer when the token budget had room for fewer (a step emits
+    at most depth + 1 tokens). The budget note and the walk's stop reason both use it, so they agree."""
+    return max(0, min(trace.config.k, tokens_left(trace, step) - 1))
+
+
 def budget_note(trace: Trace, step: StepRecord) -> str:
     """Why this step drafted fewer than the configured k ('' when it drafted k)."""
     config = trace.config
-    remaining = config.max_new_tokens - (step.context_len - len(trace.prompt.token_ids))
+    remaining = tokens_left(trace, step)
     if step.tree is not None:          # a tree's k is its depth limit; the chain fields' k is only its main line
-        limit = min(config.k, remaining - 1)
+        limit = tree_depth_limit(trace, step)
         if limit >= config.k:
             return ""
         left = f"only {remaining} of the {config.max_new_tokens} new tokens {'was' if remaining == 1 else 'were'} left"

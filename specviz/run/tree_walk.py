@@ -63,10 +63,10 @@ def _untried(step: StepRecord, tried: list[TreeNode]) -> str:
     return f"; the other {len(untried)} {'was' if len(untried) == 1 else 'were'} never tried: {', '.join(reasons)}"
 
 
-def walk_stop_html(step: StepRecord, depth_limit: int, greedy: bool) -> str:
-    """Why the walk stopped where it did, as the row under the table."""
+def walk_stop_html(step: StepRecord, depth_limit: int, greedy: bool, k: int | None = None) -> str:
+    """Why the walk stopped where it did, as the row under the table (`depth_limit`: this step's, `k`: the run's)."""
     return (f"<div class='sv-row sv-walk-stop'><b>Why the walk stopped there:</b> "
-            f"{escape(stop_reason(step, depth_limit, greedy))}</div>")
+            f"{escape(stop_reason(step, depth_limit, greedy, k))}</div>")
 
 
 def _trial_row(step: StepRecord, order: int, node: TreeNode, greedy: bool) -> str:

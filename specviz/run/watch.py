@@ -25,6 +25,7 @@ from specviz.serving.run_queue import RunQueue, Seat
 from specviz.serving.shared_run import BASELINE, DONE, FAILED, QUEUED, RUNNING, STARTING, Snapshot
 from specviz.serving.stop import STOPPED_IN_QUEUE
 from specviz.style import FigureStyle
+from specviz.tokens import counted
 
 Outputs = tuple[Any, ...]
 ProgressBar = Callable[..., Any]
@@ -38,6 +39,13 @@ STOP_WAIT_S = 600.0         # a run stopped by its last viewer ends after its st
 def status_only(trace: Trace | None, status: str) -> Outputs:
     """Outputs that change the status line only (the session keeps `trace`)."""
     return updates.status_only(Views.names(), status, {"trace": trace})
+
+
+def live_status(trace: Trace | None) -> str:
+    """'Running… step 0 · 1 token': the status line while a run's steps arrive."""
+    if trace is None or not trace.steps:
+        return "Running…"
+    return f"Running… step {trace.steps[-1].index} · {counted(trace.summary.new_tokens, 'token')}"
 
 
 def finished_status(trace: Trace) -> str:
@@ -153,8 +161,7 @@ class Watch:
         if snapshot.phase == BASELINE:
             status = "Running target-only decoding for comparison…"
         else:
-            status = (f"Running… step {trace.steps[-1].index} · {trace.summary.new_tokens} tokens"
-                      if trace.steps else "Running…")
+            status = live_status(trace)
         live = snapshot.phase == RUNNING
         views = self.run.cached(snapshot.version, ("live", self.style, live),
                                 lambda: render(trace, "", live=live, style=self.style))
