@@ -59,10 +59,10 @@ def build_demo(runner: Runner, gpu: Callable[[Callable], Callable] = lambda fn: 
         with gr.Row(elem_id="sv-top"):
             with gr.Column(scale=5, min_width=300):
                 gr.HTML(INTRO)
+                tour_panel(tour_sources(demo_trace, lab, sweep.table, race[0]))   # the guided tour (specviz/tour/)
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
-                tour_panel(tour_sources(demo_trace, lab, sweep.table, race[0]))     # the guided tour (specviz/tour/)
         load_status_line(demo, runner)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):

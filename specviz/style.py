@@ -120,8 +120,8 @@ TOUR_OUTLINE = COLORS["draft"]     # orange: apart from every verdict colour, an
 
 TOUR_CSS = f"""
 .sv-tour-target {{ outline: 4px solid {TOUR_OUTLINE} !important; outline-offset: 3px; border-radius: 4px; }}
-.sv-tour-open {{ margin-top: 6px; padding: 6px 12px; border: 2px solid {TOUR_OUTLINE}; border-radius: 8px;
-  background: #fff8ec; font-weight: 600; cursor: pointer; width: 100%; }}
+.sv-tour-open {{ margin: 0; padding: 4px 12px; border: 2px solid {TOUR_OUTLINE}; border-radius: 8px;
+  background: #fff8ec; color: #1f2937; font-weight: 600; cursor: pointer; }}
 .sv-tour-sheet {{ display: none; position: fixed; left: 0; right: 0; bottom: 0; z-index: 1000;
   max-height: 40vh; overflow-y: auto; background: #ffffff; color: #1f2937; border-top: 4px solid {TOUR_OUTLINE};
   box-shadow: 0 -4px 16px rgba(0, 0, 0, 0.18); padding: 8px max(12px, calc((100vw - 1100px) / 2)) 10px;
@@ -147,6 +147,9 @@ TOUR_CSS = f"""
 body.sv-large .sv-tour-sheet {{ font-size: 21px; max-height: 46vh; }}
 @media (max-width: 700px) {{
   .sv-tour-sheet {{ max-height: 46vh; font-size: 14px; padding: 6px 10px 8px; }}
+  .sv-tour-nav {{ gap: 4px; }}
+  .sv-tour-nav button, .sv-tour-nav select, .sv-tour-link {{ padding: 4px 6px; }}
+  .sv-tour-list {{ flex-basis: 90px; }}
   body.sv-large .sv-tour-sheet {{ font-size: 18px; }}
 }}
 """

@@ -30,6 +30,15 @@ async function until(test, ms = 30000) {
   return false;
 }
 const stepShown = (box, step) => new RegExp('^Step ' + step + '(\\\\D|$)').test(text(box + ' .sv-step-no'));
+async function toStep(box, slider, step) {    // slide, and slide again if a redraw of the tab reset the slider
+  await until(() => document.querySelector(slider + ' input[type=range]'));
+  for (let attempt = 0; attempt < 20; attempt++) {
+    if (stepShown(box, step)) return true;
+    slide(slider, step);
+    if (await until(() => stepShown(box, step), 1500)) return true;
+  }
+  return false;
+}
 function slide(selector, value) {
   const range = document.querySelector(selector + ' input[type=range]');
   if (!range) return false;
@@ -54,21 +63,15 @@ async function setView(view) {
   if (!await until(() => shown(document.getElementById('sv-tab-' + view.tab)))) throw new Error('the tab did not open');
   if (view.recorded && !await choose('#sv-recorded', view.recorded, '#sv-status'))
     throw new Error('the recorded run ' + view.recorded + ' is not offered');
-  if (view.step !== undefined && !stepShown('#sv-detail', view.step)) {
-    await until(() => document.querySelector('#sv-scrubber input[type=range]'));
-    slide('#sv-scrubber', view.step);
-    if (!await until(() => stepShown('#sv-detail', view.step))) throw new Error('step ' + view.step + ' did not show');
-  }
+  if (view.step !== undefined && !await toStep('#sv-detail', '#sv-scrubber', view.step))
+    throw new Error('step ' + view.step + ' did not show');
   if (view.lab_stage) {
     await until(() => document.querySelector('#sv-lab-stage input'));
     if (!await choose('#sv-lab-stage', view.lab_stage, '#sv-lab-explanation'))
       throw new Error('the Lab has no stage ' + view.lab_stage);
   }
-  if (view.lab_step !== undefined && !stepShown('#sv-lab-detail', view.lab_step)) {
-    slide('#sv-lab-scrubber', view.lab_step);
-    if (!await until(() => stepShown('#sv-lab-detail', view.lab_step)))
-      throw new Error('Lab step ' + view.lab_step + ' did not show');
-  }
+  if (view.lab_step !== undefined && !await toStep('#sv-lab-detail', '#sv-lab-scrubber', view.lab_step))
+    throw new Error('Lab step ' + view.lab_step + ' did not show');
   let target = null;
   if (!await until(() => shown(target = document.querySelector(view.outline))))
     throw new Error('nothing to outline at ' + view.outline);
