@@ -133,7 +133,8 @@ TOUR_CSS = f"""
 .sv-tour-nav button:disabled {{ opacity: 0.45; }}
 .sv-tour-list {{ flex: 1 1 180px; min-width: 0; max-width: 100%; }}
 .sv-tour-link {{ text-decoration: underline; display: inline-flex; align-items: center; }}
-.sv-tour-chapter h3 {{ margin: 6px 0 2px; font-size: 1.1em; }}
+.sv-tour .sv-tour-chapter h3 {{ position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);
+  margin: 0; }}                       /* the chapter list shows the title; a phone's narrow list needs it shown */
 .sv-tour-no {{ display: inline-block; min-width: 1.6em; text-align: center; border-radius: 999px;
   background: {TOUR_OUTLINE}; color: #000000; font-weight: 700; }}
 .sv-tour-text {{ margin: 2px 0 4px; overflow-wrap: anywhere; }}
@@ -150,6 +151,8 @@ body.sv-large .sv-tour-sheet {{ font-size: 21px; max-height: 46vh; }}
   .sv-tour-nav {{ gap: 4px; }}
   .sv-tour-nav button, .sv-tour-nav select, .sv-tour-link {{ padding: 4px 6px; }}
   .sv-tour-list {{ flex-basis: 90px; }}
+  .sv-tour .sv-tour-chapter h3 {{ position: static; width: auto; height: auto; clip-path: none;
+    margin: 6px 0 2px; font-size: 1.1em !important; }}
   body.sv-large .sv-tour-sheet {{ font-size: 18px; }}
 }}
 """
