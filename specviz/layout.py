@@ -1,4 +1,5 @@
-"""The page: a header with the large-text toggle and the model status line (specviz/serving/load_status.py),
+"""The page: a header with the large-text toggle, the guided tour (specviz/tour/) and the model status line
+(specviz/serving/load_status.py),
 then four tabs, each built by its own folder: Run (specviz/run/tab.py), Race (specviz/race/tab.py),
 Explore (specviz/explore/tab.py) and Lab (specviz/lab/tab.py).
 
@@ -23,6 +24,8 @@ from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
 from specviz.serving.runner import Runner
 from specviz.serving.run_queue import CAPACITY
+from specviz.tour.panel import tour_panel
+from specviz.tour.sources import tour_sources
 
 TITLE = "SpecViz: speculative decoding, step by step"
 INTRO = (
@@ -49,11 +52,15 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
     `queue_size` distinct runs of the Run tab may wait at once."""
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     wrap = gpu if gpu is not None else no_gpu
+    sweep = sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR)
+    lab = lab if lab is not None else recorded_lab(load_lab_traces(KEYS))
+    race = race if race is not None else load_recorded_race(ASSETS_DIR)
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
         with gr.Row(elem_id="sv-top"):
             with gr.Column(scale=5, min_width=300):
                 gr.HTML(INTRO)
+                tour_panel(tour_sources(demo_trace, lab, sweep.table, race[0]))   # the guided tour (specviz/tour/)
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
@@ -62,13 +69,11 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
                 run_tab(runner, demo_trace, policy, large, width, gpu, queue_size)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
-                race_tab(runner, policy, *(race if race is not None else load_recorded_race(ASSETS_DIR)), wrap)
+                race_tab(runner, policy, *race, wrap)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
-                explore_tab(runner, large, width, sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR),
-                            policy, wrap)
+                explore_tab(runner, large, width, sweep, policy, wrap)
             with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
-                lab_tab(runner, large, width, lab if lab is not None else recorded_lab(load_lab_traces(KEYS)),
-                        policy, wrap)
+                lab_tab(runner, large, width, lab, policy, wrap)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         tabs.select(None, js=f"() => {{ {REFIT_JS}; }}")
         demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")

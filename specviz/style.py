@@ -123,3 +123,49 @@ class FigureStyle:
             style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4, narrow=True,
                                         cell_font_size=style.cell_font_size - 1)
         return style
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tour (specviz/tour/, issue #33): the sheet fixed to the bottom of the screen, and the outline around the one
+# element a chapter points at. Its own section, handed to the page by the tour's view (specviz/tour/panel.py).
+# ---------------------------------------------------------------------------------------------------------------
+TOUR_OUTLINE = COLORS["draft"]     # orange: apart from every verdict colour, and dark enough on white
+
+TOUR_CSS = f"""
+.sv-tour-target {{ outline: 4px solid {TOUR_OUTLINE} !important; outline-offset: 3px; border-radius: 4px; }}
+.sv-tour-open {{ margin: 0; padding: 4px 12px; border: 2px solid {TOUR_OUTLINE}; border-radius: 8px;
+  background: #fff8ec; color: #1f2937; font-weight: 600; cursor: pointer; }}
+.sv-tour-sheet {{ display: none; position: fixed; left: 0; right: 0; bottom: 0; z-index: 1000;
+  max-height: 40vh; overflow-y: auto; background: #ffffff; color: #1f2937; border-top: 4px solid {TOUR_OUTLINE};
+  box-shadow: 0 -4px 16px rgba(0, 0, 0, 0.18); padding: 8px max(12px, calc((100vw - 1100px) / 2)) 10px;
+  font-size: 15px; line-height: 1.45; box-sizing: border-box; }}
+.sv-tour[data-open="1"] .sv-tour-sheet {{ display: block; }}
+.sv-tour-nav {{ display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }}
+.sv-tour-nav button, .sv-tour-nav select, .sv-tour-link {{ font: inherit; padding: 4px 10px; border-radius: 6px;
+  border: 1px solid #94a3b8; background: #f8fafc; color: inherit; min-height: 36px; box-sizing: border-box; }}
+.sv-tour-nav button:disabled {{ opacity: 0.45; }}
+.sv-tour-list {{ flex: 1 1 180px; min-width: 0; max-width: 100%; }}
+.sv-tour-link {{ text-decoration: underline; display: inline-flex; align-items: center; }}
+.sv-tour .sv-tour-chapter h3 {{ position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);
+  margin: 0; }}                       /* the chapter list shows the title; a phone's narrow list needs it shown */
+.sv-tour-no {{ display: inline-block; min-width: 1.6em; text-align: center; border-radius: 999px;
+  background: {TOUR_OUTLINE}; color: #000000; font-weight: 700; }}
+.sv-tour-text {{ margin: 2px 0 4px; overflow-wrap: anywhere; }}
+.sv-tour-question summary {{ cursor: pointer; overflow-wrap: anywhere; }}
+.sv-tour-reveal {{ text-decoration: underline; white-space: nowrap; color: #1d4ed8; }}
+.sv-tour-question[open] .sv-tour-reveal {{ display: none; }}
+.sv-tour-answer {{ margin: 4px 0 0; padding: 4px 8px; border-left: 4px solid {TOUR_OUTLINE}; background: #fff8ec;
+  overflow-wrap: anywhere; }}
+.sv-tour-status:empty {{ display: none; }}
+.sv-tour-status {{ margin: 4px 0 0; font-style: italic; }}
+body.sv-large .sv-tour-sheet {{ font-size: 21px; max-height: 46vh; }}
+@media (max-width: 700px) {{
+  .sv-tour-sheet {{ max-height: 46vh; font-size: 14px; padding: 6px 10px 8px; }}
+  .sv-tour-nav {{ gap: 4px; }}
+  .sv-tour-nav button, .sv-tour-nav select, .sv-tour-link {{ padding: 4px 6px; }}
+  .sv-tour-list {{ flex-basis: 90px; }}
+  .sv-tour .sv-tour-chapter h3 {{ position: static; width: auto; height: auto; clip-path: none;
+    margin: 6px 0 2px; font-size: 1.1em !important; }}
+  body.sv-large .sv-tour-sheet {{ font-size: 18px; }}
+}}
+"""

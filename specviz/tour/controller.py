@@ -1,0 +1,151 @@
+"""The tour in the browser (the tour view's `js_on_load`): Back / Next, the chapter list, the arrow keys and a
+link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
+would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it, outlines the
+chapter's element and scrolls it into the part of the screen the sheet leaves free. When the view is set the
+tour's root gets `data-ready="<chapter>"` (what the browser tests wait for); a view it could not set is said in
+the sheet's status line and in `data-error`."""
+
+from __future__ import annotations
+
+TARGET_CLASS = "sv-tour-target"
+
+TOUR_JS = """
+const root = element.querySelector('.sv-tour');
+if (root) {
+const sheet = root.querySelector('.sv-tour-sheet');
+const chapters = Array.from(root.querySelectorAll('.sv-tour-chapter'));
+const list = root.querySelector('.sv-tour-list');
+const link = root.querySelector('.sv-tour-link');
+const status = root.querySelector('.sv-tour-status');
+let current = 0, ticket = 0;
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+const shown = (e) => !!e && e.getClientRects().length > 0;
+const text = (selector) => { const e = document.querySelector(selector); return e ? e.innerText : ''; };
+async function until(test, ms = 30000) {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    try { if (test()) return true; } catch (error) { /* the page is still drawing */ }
+    await sleep(80);
+  }
+  return false;
+}
+const stepShown = (box, step) => new RegExp('^Step ' + step + '(\\\\D|$)').test(text(box + ' .sv-step-no'));
+async function toStep(box, slider, step) {    // slide, and slide again if a redraw of the tab reset the slider
+  await until(() => document.querySelector(slider + ' input[type=range]'));
+  for (let attempt = 0; attempt < 20; attempt++) {
+    if (stepShown(box, step)) return true;
+    slide(slider, step);
+    if (await until(() => stepShown(box, step), 1500)) return true;
+  }
+  return false;
+}
+function slide(selector, value) {
+  const range = document.querySelector(selector + ' input[type=range]');
+  if (!range) return false;
+  range.value = value;
+  range.dispatchEvent(new Event('input', {bubbles: true}));
+  range.dispatchEvent(new Event('change', {bubbles: true}));
+  range.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
+  return true;
+}
+async function choose(selector, value, changed) {
+  const radio = document.querySelector(selector + ' input[value="' + CSS.escape(value) + '"]');
+  if (!radio) return false;
+  if (radio.checked) return true;
+  const before = text(changed);
+  radio.click();
+  return until(() => text(changed) !== before);
+}
+async function setView(view) {
+  const tab = document.getElementById('sv-tab-' + view.tab + '-button');
+  if (!tab) throw new Error('there is no ' + view.tab + ' tab');
+  if (tab.getAttribute('aria-selected') !== 'true') tab.click();
+  if (!await until(() => shown(document.getElementById('sv-tab-' + view.tab)))) throw new Error('the tab did not open');
+  if (view.recorded && !await choose('#sv-recorded', view.recorded, '#sv-status'))
+    throw new Error('the recorded run ' + view.recorded + ' is not offered');
+  if (view.step !== undefined && !await toStep('#sv-detail', '#sv-scrubber', view.step))
+    throw new Error('step ' + view.step + ' did not show');
+  if (view.lab_stage) {
+    await until(() => document.querySelector('#sv-lab-stage input'));
+    if (!await choose('#sv-lab-stage', view.lab_stage, '#sv-lab-explanation'))
+      throw new Error('the Lab has no stage ' + view.lab_stage);
+  }
+  if (view.lab_step !== undefined && !await toStep('#sv-lab-detail', '#sv-lab-scrubber', view.lab_step))
+    throw new Error('Lab step ' + view.lab_step + ' did not show');
+  let target = null;
+  if (!await until(() => shown(target = document.querySelector(view.outline))))
+    throw new Error('nothing to outline at ' + view.outline);
+  return target;
+}
+function free() {         // the part of the screen the sheet leaves: [0, bottom)
+  return root.dataset.open === '1' ? sheet.getBoundingClientRect().top : innerHeight;
+}
+function bring(target) {
+  const box = target.getBoundingClientRect();
+  const room = free();
+  const top = box.height < room - 16 ? Math.max(8, (room - box.height) / 2) : 8;
+  window.scrollBy(0, box.top - top);
+}
+function pad() { document.body.style.paddingBottom = root.dataset.open === '1' ? sheet.offsetHeight + 'px' : ''; }
+async function show(n) {
+  n = Math.min(Math.max(1, n), chapters.length);
+  current = n;
+  const mine = ++ticket;
+  root.dataset.open = '1';
+  delete root.dataset.ready;
+  delete root.dataset.error;
+  chapters.forEach((chapter, i) => { chapter.hidden = i !== n - 1; });
+  chapters[n - 1].querySelector('details').open = false;
+  list.value = String(n);
+  link.href = location.pathname + '?tour=' + n;
+  root.querySelector('.sv-tour-back').disabled = n === 1;
+  root.querySelector('.sv-tour-next').disabled = n === chapters.length;
+  const params = new URLSearchParams(location.search);     // a link that opened a chapter follows the tour
+  if (params.has('tour')) {
+    params.set('tour', String(n));
+    history.replaceState(null, '', location.pathname + '?' + params + location.hash);
+  } else if (location.hash.startsWith('#tour=')) {
+    history.replaceState(null, '', location.pathname + location.search + '#tour=' + n);
+  }
+  pad();
+  status.textContent = 'Setting the view…';
+  document.querySelectorAll('.TARGET_CLASS').forEach((e) => e.classList.remove('TARGET_CLASS'));
+  try {
+    const target = await setView(JSON.parse(chapters[n - 1].dataset.view));
+    if (mine !== ticket) return;
+    target.classList.add('TARGET_CLASS');
+    await sleep(250);                       // the tab's charts refit to their boxes (layout.py, REFIT_JS)
+    if (mine !== ticket) return;
+    bring(target);
+    status.textContent = '';
+    root.dataset.ready = String(n);
+  } catch (error) {
+    if (mine !== ticket) return;
+    status.textContent = 'This chapter could not set its view: ' + error.message + '.';
+    root.dataset.error = error.message;
+  }
+}
+function close() {
+  ticket++;
+  root.dataset.open = '0';
+  document.querySelectorAll('.TARGET_CLASS').forEach((e) => e.classList.remove('TARGET_CLASS'));
+  pad();
+}
+root.querySelector('.sv-tour-open').addEventListener('click', () => show(current || 1));
+root.querySelector('.sv-tour-back').addEventListener('click', () => show(current - 1));
+root.querySelector('.sv-tour-next').addEventListener('click', () => show(current + 1));
+root.querySelector('.sv-tour-close').addEventListener('click', close);
+list.addEventListener('change', () => show(Number(list.value)));
+new ResizeObserver(pad).observe(sheet);
+document.addEventListener('keydown', (event) => {
+  if (root.dataset.open !== '1' || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (event.target.closest && event.target.closest('input, textarea, select, [contenteditable=true]')) return;
+  if (event.key === 'ArrowRight' && current < chapters.length) { event.preventDefault(); show(current + 1); }
+  else if (event.key === 'ArrowLeft' && current > 1) { event.preventDefault(); show(current - 1); }
+  else if (event.key === 'Escape') close();
+});
+const asked = new URLSearchParams(location.search).get('tour') || (location.hash.match(/^#tour=(\\d+)/) || [])[1];
+if (asked && Number(asked) >= 1)
+  until(() => document.querySelector('#sv-timeline .js-plotly-plot')).then(() => show(Number(asked)));
+}
+""".replace("TARGET_CLASS", TARGET_CLASS)

@@ -1,0 +1,38 @@
+"""The tour's HTML: an open button, and a sheet fixed to the bottom of the screen with Back, the chapter list,
+Next, a link to the chapter and the chapter itself (its words, its question with the answer on reveal). Every
+chapter is in the page from the start; the controller (controller.py) shows one and sets its view."""
+
+from __future__ import annotations
+
+from html import escape
+
+from specviz.tour.chapter import Chapter
+
+
+def chapter_html(number: int, chapter: Chapter) -> str:
+    """One chapter's section, hidden until the controller shows it; its view as JSON for the controller."""
+    text, question, answer = (escape(words) for words in chapter.words)
+    return (f"<section class='sv-tour-chapter' data-n='{number}' data-view='{escape(chapter.view.to_json())}' hidden>"
+            f"<h3><span class='sv-tour-no'>{number}</span> {escape(chapter.title)}</h3>"
+            f"<p class='sv-tour-text'>{text}</p>"
+            f"<details class='sv-tour-question'><summary><b>Check on screen:</b> {question} "
+            "<span class='sv-tour-reveal'>Show the answer</span></summary>"
+            f"<p class='sv-tour-answer'>{answer}</p></details></section>")
+
+
+def tour_html(chapters: tuple[Chapter, ...]) -> str:
+    """The whole tour (empty when no chapter could be built: the page then offers no tour)."""
+    if not chapters:
+        return ""
+    options = "".join(f"<option value='{n}'>{n}. {escape(c.title)}</option>" for n, c in enumerate(chapters, 1))
+    sections = "".join(chapter_html(n, c) for n, c in enumerate(chapters, 1))
+    return (f"<div class='sv-tour' data-open='0' data-count='{len(chapters)}'>"
+            f"<button type='button' class='sv-tour-open'>Guided tour ({len(chapters)} chapters)</button>"
+            "<div class='sv-tour-sheet' role='region' aria-label='Guided tour'>"
+            "<div class='sv-tour-nav'>"
+            "<button type='button' class='sv-tour-back' aria-label='Previous chapter'>◀ Back</button>"
+            f"<select class='sv-tour-list' aria-label='Chapters'>{options}</select>"
+            "<button type='button' class='sv-tour-next' aria-label='Next chapter'>Next ▶</button>"
+            "<a class='sv-tour-link' href='?tour=1' title='A link that opens the page at this chapter'>link</a>"
+            "<button type='button' class='sv-tour-close' aria-label='Close the tour'>✕</button></div>"
+            f"{sections}<p class='sv-tour-status' aria-live='polite'></p></div></div>")

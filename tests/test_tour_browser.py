@@ -1,0 +1,148 @@
+"""The tour presented (issue #33, item 3), in Debian's chromium: opened by its link (`?tour=1`) and walked with
+Next at 1440 x 900, at 1280 x 720 with large text (a projector) and at 390 x 844 (a phone).
+
+At every chapter it waits for the exact state (the tour's `data-ready`, every visible chart drawn and fitted to
+its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
+the tour's sheet leaves free; any horizontal overflow inside a figure or a table on screen (a chart wider than its
+box or the screen, a table wider than its box); any text drawn over another text in a chart on screen (titles,
+legend entries, annotations, axis titles and tick labels); the page wider than the screen. Each failure names the
+element. The arrow keys and the chapter list move through the tour too. Screenshots of a few chapters at each size
+land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.background_load import LoadStatus
+from fakes import FakeRunner
+from test_ui_browser import ARTIFACTS, WAIT_MS
+from ui_server import serve
+
+pytestmark = pytest.mark.browser
+
+MODES = {"desktop": (1440, 900, False), "projector": (1280, 720, True), "phone": (390, 844, False)}
+CHAPTERS = 9
+SHOTS = (1, 4, 5, 6, 8, 9)          # the chapters whose screenshots are kept
+LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
+# Every visible chart is drawn, fitted to its box, and (large text) in the large font.
+SETTLED_JS = """(large) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length > 0)
+    .every(p => p._fullLayout && Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2
+                && (!large || !p.layout.font || p.layout.font.size >= %d))""" % LARGE_FONT
+PROBLEMS_JS = """() => {
+    const problems = [];
+    const shown = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
+    const box = e => e.getBoundingClientRect();
+    const name = e => { const owner = e.closest('[id^=sv-]'); return owner ? '#' + owner.id : e.tagName.toLowerCase(); };
+    const sheet = document.querySelector('.sv-tour-sheet');
+    const free = sheet && shown(sheet) ? box(sheet).top : innerHeight;      // the screen above the tour's sheet
+    const onScreen = r => r.bottom > 0 && r.top < free && r.width > 0;
+    const page = document.documentElement;
+    if (page.scrollWidth > innerWidth + 1) problems.push(`the page is ${page.scrollWidth} px wide in ${innerWidth} px`);
+    const target = document.querySelector('.sv-tour-target');
+    if (!target) problems.push('no element is outlined');
+    else {
+        const t = box(target), least = Math.min(t.height, 80);
+        const seen = Math.min(t.bottom, free) - Math.max(t.top, 0);
+        if (seen < least - 1 || t.top < -1)
+            problems.push(`the outlined ${name(target)} is off-screen: ${Math.round(t.top)}-${Math.round(t.bottom)} px ` +
+                          `with the screen free above ${Math.round(free)} px`);
+        if (t.left < -1 || t.right > innerWidth + 1)
+            problems.push(`the outlined ${name(target)} runs past the screen's sides (${Math.round(t.left)}-${Math.round(t.right)} px)`);
+    }
+    for (const plot of [...document.querySelectorAll('.js-plotly-plot')].filter(shown)) {
+        const p = box(plot);
+        if (!onScreen(p)) continue;
+        const svg = box(plot.querySelector('.main-svg'));
+        if (svg.width > p.width + 2) problems.push(`${name(plot)}: the chart is ${Math.round(svg.width)} px in a ${Math.round(p.width)} px box`);
+        if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
+        const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
+                                                '.g-ytitle text, .xtick text, .ytick text')]
+            .filter(e => shown(e) && e.textContent.trim() !== '');
+        for (const text of texts) {
+            const r = box(text);
+            if (r.left < svg.left - 1 || r.right > svg.right + 1)
+                problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" runs past the chart's side`);
+        }
+        for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+            const a = box(texts[i]), b = box(texts[j]);
+            const x = Math.min(a.right, b.right) - Math.max(a.left, b.left), y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+            if (x > 2 && y > 2 && !texts[i].contains(texts[j]) && !texts[j].contains(texts[i]))
+                problems.push(`${name(plot)}: "${texts[i].textContent.slice(0, 30)}" is drawn over "${texts[j].textContent.slice(0, 30)}"`);
+        }
+    }
+    for (const wrap of [...document.querySelectorAll('.sv-table-wrap')].filter(shown)) {
+        if (!onScreen(box(wrap))) continue;
+        if (wrap.scrollWidth > wrap.clientWidth + 1)
+            problems.push(`${name(wrap)}: the table "${(wrap.querySelector('caption') || wrap).innerText.slice(0, 40)}" ` +
+                          `is ${wrap.scrollWidth} px wide in a ${wrap.clientWidth} px box (columns scroll out of sight)`);
+    }
+    return problems;
+}"""
+
+
+@pytest.fixture(scope="module")
+def app():
+    """The page as app.py serves it, its recorded runs from assets/ (the tour's chapters read them)."""
+    demo, url = serve(FakeRunner(status=LoadStatus("qwen-coder", "ready", 1.0, "", 9.0)))
+    yield url
+    demo.close()
+
+
+def open_tour(browser, url: str, mode: str):
+    width, height, large = MODES[mode]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(url + "?tour=1", wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-timeline .js-plotly-plot")
+    if large:
+        page.check("#sv-large input")
+        page.wait_for_function("document.body.classList.contains('sv-large')")
+    return page
+
+
+def wait_chapter(page, n: int, large: bool) -> None:
+    """The chapter's view set (or its error said), then every chart on screen settled."""
+    page.wait_for_selector(f".sv-tour[data-ready='{n}'], .sv-tour[data-error]", state="attached")
+    error = page.evaluate("document.querySelector('.sv-tour').dataset.error || ''")
+    assert not error, f"chapter {n} could not set its view: {error}"
+    page.wait_for_function(SETTLED_JS, arg=large)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_tour_presents_at_every_size(browser, app, mode):
+    ARTIFACTS.mkdir(exist_ok=True)
+    large = MODES[mode][2]
+    page = open_tour(browser, app, mode)
+    problems: list[str] = []
+    for n in range(1, CHAPTERS + 1):
+        if n > 1:
+            page.click(".sv-tour-next")
+        wait_chapter(page, n, large)
+        assert page.evaluate("new URLSearchParams(location.search).get('tour')") == str(n)
+        problems += [f"{mode}, chapter {n}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+        if n in SHOTS:
+            page.screenshot(path=str(ARTIFACTS / f"tour-{mode}-{n}.png"))
+    page.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_keys_list_and_answer(browser, app):
+    """The arrow keys move a chapter; the list jumps to one; the answer shows only on reveal; Escape closes."""
+    page = open_tour(browser, app, "desktop")
+    wait_chapter(page, 1, False)
+    page.locator("body").press("ArrowRight")
+    wait_chapter(page, 2, False)
+    page.keyboard.press("ArrowLeft")
+    wait_chapter(page, 1, False)
+    page.select_option(".sv-tour-list", "9")
+    wait_chapter(page, 9, False)
+    assert page.is_visible("#sv-race-view.sv-tour-target")
+    answer = page.locator(".sv-tour-chapter[data-n='9'] .sv-tour-answer")
+    assert not answer.is_visible()
+    page.click(".sv-tour-chapter[data-n='9'] summary")
+    assert answer.is_visible()
+    page.keyboard.press("Escape")
+    page.wait_for_selector(".sv-tour-sheet", state="hidden")
+    assert page.locator(".sv-tour-target").count() == 0
+    page.close()
