@@ -14,12 +14,28 @@ is a view of one shared tensor (`pointers`), so moving the pointer is one in-pla
 own position ids and a 4D additive mask over all `capacity` columns (`causal_mask`,
 `padded_mask`), so transformers builds no mask of its own: its mask code reads the device
 counter on the host for some shapes, which a graph capture cannot do.
+
+Every model the dynamic path loads (docs/architecture.md §7, "Which models"): the buffers take
+their shapes from the first forward's keys and values (transformers' lazy initialization), so
+no config field is assumed (GPT-2's config has no `num_key_value_heads`; Gemma's head_dim is
+not hidden_size / heads). A sliding-window (or chunked) layer gets a full-size layer like the
+others: transformers' `StaticSlidingWindowLayer` keeps `min(window, capacity)` rows and a host
+counter (`cumulative_length_int`) that a pointer moved back never rewinds, so run after run it
+drifts until the layer "slides" on rows that were cut. A run never passes the window
+(`ModelPair.context_limit` refuses it), and inside the window sliding attention is full
+attention, so one pointer and one mask serve every layer; `room` refuses a forward past the
+window. Layers that keep other state (linear attention, an indexer) are refused with the reason.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import PreTrainedModel, StaticCache
+from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+from engine.presets import first_line
+
+SERVED_LAYERS = (StaticLayer, StaticSlidingWindowLayer)     # exact types: a subclass keeps state of its own
 
 
 class StaticKV:
@@ -31,20 +47,20 @@ class StaticKV:
     masked until overwritten."""
 
     def __init__(self, model: PreTrainedModel, capacity: int):
-        config = model.config.get_text_config(decoder=True)
-        heads = config.num_key_value_heads or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        refusal = static_cache_refusal(model)
+        if refusal is not None:
+            raise ValueError(refusal)
         self.capacity = capacity
         self.device = model.device
         self.dtype = model.get_input_embeddings().weight.dtype
+        self.window = attention_window(model)
         with torch.inference_mode():        # the counters are updated in inference mode: make them there
             self.cache = StaticCache(config=model.config, max_cache_len=capacity)
-            self.cache.early_initialization(batch_size=1, num_heads=heads, head_dim=head_dim, dtype=self.dtype,
-                                            device=self.device)
+            self.cache.layers = [StaticLayer(max_cache_len=capacity) for _ in self.cache.layers]   # see the docstring
             self.columns = torch.arange(capacity, device=self.device)                 # (capacity,)
             self.pointers = torch.zeros(len(self.cache.layers), dtype=torch.long, device=self.device)
             for index, layer in enumerate(self.cache.layers):   # each layer advances its own element in place
-                layer.cumulative_length = self.pointers[index]
+                layer.cumulative_length = self.pointers[index]  # (its lazy initialization keeps this tensor)
         self.length = 0
         self.written = 0
 
@@ -75,9 +91,14 @@ class StaticKV:
         self.move_pointer(0)
         self.written = 0
 
+    @property
+    def limit(self) -> int:
+        """The most rows a run may hold: the capacity, or the model's attention window if smaller."""
+        return min(self.capacity, self.window or self.capacity)
+
     def room(self, rows: int) -> bool:
-        """Whether `rows` more rows fit after the pointer."""
-        return self.length + rows <= self.capacity
+        """Whether `rows` more rows fit after the pointer (and inside the model's attention window)."""
+        return self.length + rows <= self.limit
 
     def causal_mask(self, positions: torch.Tensor) -> torch.Tensor:
         """(1, T) position ids -> (1, 1, T, capacity) additive mask: row i sees the columns up to its
@@ -97,6 +118,27 @@ class StaticKV:
     def key_values(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer (keys, values) of the valid rows, each (1, heads, length, head_dim)."""
         return [(layer.keys[..., :self.length, :], layer.values[..., :self.length, :]) for layer in self.layers]
+
+
+def static_cache_refusal(model: PreTrainedModel) -> str | None:
+    """Why `model` cannot run on a static cache (one sentence naming its layers), or None: every
+    layer must be one transformers builds as plain or sliding-window attention."""
+    try:
+        layers = StaticCache(config=model.config, max_cache_len=1).layers  # lazy: nothing allocated
+    except (ValueError, KeyError, TypeError) as error:                       # a layer kind it has no static form for
+        return f"transformers builds no static cache for {model.config.model_type} ({first_line(error)}): use the dynamic cache"
+    others = sorted({type(layer).__name__ for layer in layers if type(layer) not in SERVED_LAYERS})
+    if not others:
+        return None
+    return (f"the static cache cannot hold {model.config.model_type}'s {', '.join(others)} layers (state a write "
+            "pointer cannot roll back): use the dynamic cache")
+
+
+def attention_window(model: PreTrainedModel) -> int | None:
+    """The smallest sliding or chunked attention window among the model's layers, None if none."""
+    layers = StaticCache(config=model.config, max_cache_len=2**62).layers
+    windows = [layer.max_cache_len for layer in layers if isinstance(layer, StaticSlidingWindowLayer)]
+    return min(windows, default=None)
 
 
 def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
