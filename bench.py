@@ -44,6 +44,9 @@ from engine.cli.machine import describe_machine
 from engine.config import SpecConfig
 from engine.vllm.transport import VllmError
 
+CPU_REPEATS = 1      # a CPU run of the default rows takes about 10 minutes already
+GPU_REPEATS = 3      # a GPU row takes seconds: each (row, prompt) is the median of three, after the warm-up
+
 # The closing note quotes each suite's `best` row: on a CPU the app's default configuration (the
 # Run tab starts from the bundled greedy trace's settings, k = 5 fixed; adaptive k measured slower
 # on the Xeon and the EPYC, docs/benchmark.md); on a GPU the model drafter on graphs. With --k N
@@ -142,7 +145,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                              "target's tokenizer); for a GPU without the preset's weights")
     parser.add_argument("--quick", action="store_true", help="tiny-random: checks that every row runs, about a minute")
     parser.add_argument("--grid", action="store_true", help="every configuration, not only the default rows")
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs per prompt; the median is kept")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"timed runs per prompt, the median kept (default {CPU_REPEATS}; {GPU_REPEATS} with "
+                             "--device cuda, where a run takes seconds)")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--temperatures", default="0,0.7", help="comma-separated; 0 is greedy")
@@ -159,6 +164,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-probabilistic", action="store_true",
                         help="also vLLM's draft-model row with draft_sample_method 'probabilistic'")
     args = parser.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = GPU_REPEATS if (args.suite or args.device) == "cuda" else CPU_REPEATS
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     try:

@@ -54,7 +54,8 @@ def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = 
         for cache in ("dynamic", "static") if suite.device == "cuda" else ("auto",):
             SpeculativeEngine(pair).generate("warm up", warm_up.replace(cache=cache))
         if key != "fast":
-            hf_generate(pair, pair.encode_prompt("warm up"), warm_up, HF_ASSISTED)
+            for kind in (HF_TARGET_ONLY, HF_ASSISTED):          # transformers' own generate, warmed alike
+                hf_generate(pair, pair.encode_prompt("warm up"), warm_up, kind)
     return pairs
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.metrics import expected_speedup
+from engine.metrics import expected_speedup, expected_tokens_per_step
 
 BREAK_EVEN_STEPS = 40            # bisection steps on the acceptance: far below any shown precision
 NGRAM_COST_RATIO = 0.0           # an n-gram lookup runs no forward: microseconds on the host
@@ -38,6 +38,18 @@ class DeviceCosts:
         """v_k: a verify of k + 1 tokens in target tokens (the nearest measured k)."""
         nearest_k, ms = min(self.verify_ms, key=lambda item: abs(item[0] - k))
         return ms / self.target_token_ms
+
+    def step_ms(self, k: int, engine_ms: float = 0.0) -> float:
+        """One step under the model: k draft tokens, a verify of k + 1 tokens (one target token when
+        nothing was drafted) and `engine_ms` of the engine's own work outside the forwards."""
+        verify = self.target_token_ms if k == 0 else self.verify_cost(k) * self.target_token_ms
+        return k * (self.draft_token_ms or 0.0) + verify + engine_ms
+
+    def tokens_per_s(self, alpha: float, ks: list[int], engine_ms: float = 0.0) -> float:
+        """The i.i.d. model's tokens a second over steps drafting `ks`: E(alpha, k) tokens per step
+        over its step_ms, summed over the steps (scripts/gpu_check.py compares it with a run's)."""
+        tokens = sum(expected_tokens_per_step(alpha, k) for k in ks)
+        return 1000.0 * tokens / sum(self.step_ms(k, engine_ms) for k in ks)
 
     @property
     def ks(self) -> list[int]:

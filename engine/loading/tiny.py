@@ -60,7 +60,7 @@ def build_tiny_pair(seed: int = 0, draft_noise: float = DEFAULT_DRAFT_NOISE, voc
     )
     target = _random_model(config, seed)
     draft = _random_model(config, seed)
-    _add_noise(draft, draft_noise, seed)
+    add_noise(draft, draft_noise, seed)
     target_dtype = str(dtype).removeprefix("torch.")
     return ModelPair(
         target=_ready(target, device, dtype), draft=_ready(draft, device, dtype), tokenizer=tokenizer,
@@ -80,15 +80,17 @@ def _random_model(config: LlamaConfig, seed: int) -> LlamaForCausalLM:
     return model
 
 
-def _add_noise(model: LlamaForCausalLM, scale: float, seed: int) -> None:
-    """Add N(0, (scale * std(W))^2) to every weight matrix W (norm gains, all ones, are kept)."""
+def add_noise(model: torch.nn.Module, scale: float, seed: int) -> None:
+    """Add N(0, (scale * std(W))^2) to every weight matrix W (norm gains, all ones, are kept), drawn
+    on the CPU from `seed` (the same noise on any device) and added where the weights live."""
     if scale == 0.0:
         return
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for weight in model.parameters():
             if weight.dim() >= 2:
-                weight.add_(torch.randn(weight.shape, generator=generator) * (scale * weight.std()))
+                noise = torch.randn(weight.shape, generator=generator).to(weight.device, weight.dtype)
+                weight.add_(noise * (scale * weight.std()))
 
 
 def _ready(model: LlamaForCausalLM, device: str | torch.device, dtype: torch.dtype) -> LlamaForCausalLM:
