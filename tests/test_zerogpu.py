@@ -5,7 +5,8 @@ opens when the run leaves the queue and asks for the seconds its k and token bud
 The `spaces` package here is a stand-in written to a temporary folder put first on sys.path, with
 SPACES_ZERO_GPU=1, so app.py takes it for ZeroGPU's. Like the real one it pickles the call's
 arguments and every value the call yields (its worker is a forked process), and it records each
-call: the duration asked for, its arguments, what it yielded, whether it is open. The device work
+call: the duration asked for, its arguments, what it yielded, whether it is open, and the Gradio
+request it was opened under (ZeroGPU charges that visitor's quota). The device work
 is watched where it starts: `engine.load_pair`, `torch.nn.Module.to`, and every module's forward
 (torch's global forward pre-hook); each records whether a call was open. The real tiny-random pair
 does the work, so the run is also checked against target-only decoding.
@@ -13,6 +14,7 @@ does the work, so the run is also checked against target-only decoding.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import textwrap
 import threading
@@ -20,6 +22,7 @@ import time
 
 import pytest
 import torch
+from gradio.context import LocalContext
 
 import app
 import engine
@@ -73,8 +76,10 @@ def GPU(task=None, *, duration=None, size=None):
 
 
 def _enter(task, duration, args, kwargs):
+    from gradio.context import LocalContext       # where ZeroGPU finds the visitor whose quota pays
     asked = duration(*args, **kwargs) if callable(duration) else duration
-    call = {"task": task, "duration": asked, "args": args, "yielded": [], "open": True, "overlapped": False}
+    call = {"task": task, "duration": asked, "args": args, "yielded": [], "open": True, "overlapped": False,
+            "request": LocalContext.request.get(None)}
     with _lock:
         call["overlapped"] = _open[0] > 0
         _open[0] += 1
@@ -162,6 +167,14 @@ def run_handlers(demo) -> Handlers:
     return handlers
 
 
+def joined(queue, request: RunRequest, visitor: str):
+    """queue.join as the Run handler calls it: in the context of a visitor's Gradio request."""
+    def join():
+        LocalContext.request.set(visitor)
+        return queue.join(request, threading.Event())
+    return contextvars.copy_context().run(join)
+
+
 def wait_ended(seat):
     snapshot = seat.run.wait_until_ended(timeout=ENDED_WITHIN_S)
     assert snapshot.ended, snapshot.phase
@@ -212,8 +225,8 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
     _, demo, runner = booted(["--preset", "tiny-random", "--no-hosted"])
     queue = run_handlers(demo).queue
     config = SpecConfig(k=3, max_new_tokens=24, seed=0)
-    first = queue.join(RunRequest(TINY, "def add(a, b):", config, with_baseline=True), threading.Event())
-    second = queue.join(RunRequest(TINY, "class Stack:", config.replace(k=2)), threading.Event())
+    first = joined(queue, RunRequest(TINY, "def add(a, b):", config, with_baseline=True), "visitor 1")
+    second = joined(queue, RunRequest(TINY, "class Stack:", config.replace(k=2)), "visitor 2")
     done = [wait_ended(first), wait_ended(second)]
     assert [snapshot.phase for snapshot in done] == [DONE, DONE], [snapshot.error for snapshot in done]
 
@@ -221,6 +234,7 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
     assert {"load_pair", "LlamaForCausalLM.forward"} <= set(device_work.inside)
     assert len(spaces.calls) == 2 and not any(call["open"] for call in spaces.calls)
     assert not any(call["overlapped"] for call in spaces.calls)     # the second waited in the queue, not in a call
+    assert [call["request"] for call in spaces.calls] == ["visitor 1", "visitor 2"]   # each visitor's quota pays
     assert [call["duration"] for call in spaces.calls] == [gpu_seconds(config, True),
                                                           gpu_seconds(config.replace(k=2), False)]
     trace = done[0].trace

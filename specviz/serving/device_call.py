@@ -11,6 +11,8 @@ step with the trace so far), a user's mistake travels as an event that becomes R
 again here, and `DeviceCallGeneration` turns the events back into a `Generation` the run queue
 steps as usual. The queue's wait happens before the call starts, so a waiting page holds no
 GPU time; the GPU time asked for is `gpu_seconds` of the request (spaces' dynamic duration).
+The queue's worker opens the call in the context of the request that made the run
+(`SharedRun.requester`): spaces reads Gradio's request there to charge the visitor's quota.
 """
 
 from __future__ import annotations
