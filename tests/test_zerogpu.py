@@ -207,18 +207,19 @@ def test_boot_on_zero_gpu_touches_no_device(spaces, device_work):
 def test_boot_on_zero_gpu_converts_the_default_weights_without_loading_them(spaces, device_work, monkeypatch):
     import engine.background_load
     from engine.presets import DEFAULT_PRESET, PRESETS
-    asked, converted = [], threading.Event()
-
-    def convert_weights(references, report):       # converting is gguf_cache's (tests/test_models.py)
-        asked.append(list(references))
-        converted.set()
-        return asked[-1]
-
-    monkeypatch.setattr(engine.background_load, "convert_weights", convert_weights)
+    asked = []
+    monkeypatch.setattr(engine.background_load, "start_conversion", asked.append)
     _, _, runner = booted([])
-    assert converted.wait(ENDED_WITHIN_S)
     assert asked == [[PRESETS[DEFAULT_PRESET].target, PRESETS[DEFAULT_PRESET].draft]]
     assert device_work.seen == [] and runner.load_status() is None
+
+
+def test_the_conversion_runs_in_a_process_of_its_own():
+    """Spawned, so the server's process (which spaces forks for each GPU call) runs no torch computation."""
+    from engine.background_load import start_conversion
+    process = start_conversion(["tiny-random/target", "no/hub-id"])        # nothing to convert among these
+    process.join(ENDED_WITHIN_S)
+    assert type(process).__name__ == "SpawnProcess" and process.exitcode == 0
 
 
 def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(spaces, device_work):
