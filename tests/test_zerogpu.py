@@ -257,6 +257,24 @@ def test_a_refused_request_keeps_its_sentence_across_the_call(spaces, device_wor
     assert device_work.outside == []
 
 
+def test_a_failed_step_keeps_its_sentence_and_what_was_recorded(spaces, device_work, monkeypatch):
+    from engine.decode.generation import Generation
+    real_step = Generation.step
+
+    def failing_step(generation):        # the third step fails
+        if len(generation.trace().steps) == 2:
+            raise KeyError("planted")
+        return real_step(generation)
+
+    monkeypatch.setattr(Generation, "step", failing_step)
+    _, demo, _ = booted(["--no-preload", "--no-hosted"])
+    queue = run_handlers(demo).queue
+    snapshot = wait_ended(joined(queue, RunRequest(TINY, "def g(y):", SpecConfig(k=2, max_new_tokens=32)), "visitor"))
+    assert snapshot.phase == FAILED and "KeyError: 'planted'" in snapshot.error
+    assert len(snapshot.trace.steps) == 2 and not spaces.calls[0]["open"]
+    assert device_work.outside == []
+
+
 def test_a_stopped_run_ends_its_gpu_call(spaces, device_work, monkeypatch):
     from engine.decode.generation import Generation
     real_step, release = Generation.step, threading.Event()
