@@ -89,25 +89,16 @@ class EngineRunner:
         thread.start()
         return thread
 
-    def convert_at_start(self, preset: str) -> threading.Thread:
+    def convert_at_start(self, preset: str) -> Any:
         """A ZeroGPU Space's start-up instead of `preload`: convert the preset's embedded weights into the
-        cache in the background (files on the CPU, no model loaded), so the first run's GPU call, which
-        loads them, finds them converted; the conversion takes longer than a run's GPU time. A run that
-        starts meanwhile waits on the cache's lock; a failure is logged and the run's own load meets it."""
-        from engine.background_load import convert_weights
+        cache in a process of its own (files on the CPU, no model loaded; engine/background_load.py
+        `start_conversion`), so the first run's GPU call, which loads them, finds them converted; the
+        conversion takes longer than a run's GPU time. A run that starts meanwhile waits on the cache's
+        lock; a failure is logged and the run's own load meets it. Returns the process."""
+        from engine.background_load import start_conversion
         from engine.presets import get_preset
         chosen = get_preset(preset)
-
-        def run() -> None:
-            try:
-                convert_weights([chosen.target, *([chosen.draft] if chosen.draft else [])],
-                                lambda message: LOG.info("%s: %s", preset, message))
-            except Exception as error:  # the first run's load converts again and says why it fails
-                LOG.warning("converting %s's weights at start-up failed: %s", preset, error)
-
-        thread = threading.Thread(target=run, name="specviz-convert", daemon=True)
-        thread.start()
-        return thread
+        return start_conversion([chosen.target, *([chosen.draft] if chosen.draft else [])])
 
     def load_status(self) -> LoadStatus | None:
         return None if self._background is None else self._background[1].status()

@@ -6,14 +6,18 @@ anyone who needs that pair meanwhile (a Run pressed early) `wait`s on it, seeing
 progress, so the pair is never loaded twice. The page's status line reads `status()`.
 
 On a ZeroGPU Space nothing loads at start-up (a GPU exists only inside each run's spaces.GPU call,
-specviz/serving/device_call.py); the start-up work there is `convert_weights`: the default pair's
-embedded GGUF weights converted into the cache on the CPU, so that no run's GPU time goes on it.
+specviz/serving/device_call.py); the start-up work there is `start_conversion`: the default pair's
+embedded GGUF weights converted into the cache on the CPU, in a process of its own, so that no run's
+GPU time goes on it.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -104,3 +108,22 @@ def convert_weights(references: Iterable[str], report: Callable[[str], None]) ->
             converted_embedded(embedded_spec(reference), root, report)
             done.append(reference)
     return done
+
+
+def start_conversion(references: list[str]) -> BaseProcess:
+    """`convert_weights` in a fresh process of its own (spawned, not forked), its progress and any failure
+    in the log. A ZeroGPU server's own process must run no torch computation: spaces forks it for every
+    GPU call, and a child forked after its parent's OpenMP threads started hangs at its first parallel
+    region (a 512 x 512 matmul in a forked child did, here, after the parent had run one)."""
+    process = multiprocessing.get_context("spawn").Process(target=_convert_logged, args=(references,),
+                                                           name="specviz-convert", daemon=True)
+    process.start()
+    return process
+
+
+def _convert_logged(references: list[str]) -> None:
+    log = logging.getLogger("specviz.convert")
+    try:
+        convert_weights(references, log.info)
+    except Exception as error:  # the first run's own load converts again and says why it fails
+        log.warning("converting %s at start-up failed: %s", ", ".join(references), error)

@@ -5,7 +5,8 @@ opens when the run leaves the queue and asks for the seconds its k and token bud
 The `spaces` package here is a stand-in written to a temporary folder put first on sys.path, with
 SPACES_ZERO_GPU=1, so app.py takes it for ZeroGPU's. Like the real one it pickles the call's
 arguments and every value the call yields (its worker is a forked process), and it records each
-call: the duration asked for, its arguments, what it yielded, whether it is open. The device work
+call: the duration asked for, its arguments, what it yielded, whether it is open, and the Gradio
+request it was opened under (ZeroGPU charges that visitor's quota). The device work
 is watched where it starts: `engine.load_pair`, `torch.nn.Module.to`, and every module's forward
 (torch's global forward pre-hook); each records whether a call was open. The real tiny-random pair
 does the work, so the run is also checked against target-only decoding.
@@ -13,6 +14,7 @@ does the work, so the run is also checked against target-only decoding.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import textwrap
 import threading
@@ -20,6 +22,7 @@ import time
 
 import pytest
 import torch
+from gradio.context import LocalContext
 
 import app
 import engine
@@ -73,8 +76,10 @@ def GPU(task=None, *, duration=None, size=None):
 
 
 def _enter(task, duration, args, kwargs):
+    from gradio.context import LocalContext       # where ZeroGPU finds the visitor whose quota pays
     asked = duration(*args, **kwargs) if callable(duration) else duration
-    call = {"task": task, "duration": asked, "args": args, "yielded": [], "open": True, "overlapped": False}
+    call = {"task": task, "duration": asked, "args": args, "yielded": [], "open": True, "overlapped": False,
+            "request": LocalContext.request.get(None)}
     with _lock:
         call["overlapped"] = _open[0] > 0
         _open[0] += 1
@@ -162,6 +167,14 @@ def run_handlers(demo) -> Handlers:
     return handlers
 
 
+def joined(queue, request: RunRequest, visitor: str):
+    """queue.join as the Run handler calls it: in the context of a visitor's Gradio request."""
+    def join():
+        LocalContext.request.set(visitor)
+        return queue.join(request, threading.Event())
+    return contextvars.copy_context().run(join)
+
+
 def wait_ended(seat):
     snapshot = seat.run.wait_until_ended(timeout=ENDED_WITHIN_S)
     assert snapshot.ended, snapshot.phase
@@ -194,26 +207,27 @@ def test_boot_on_zero_gpu_touches_no_device(spaces, device_work):
 def test_boot_on_zero_gpu_converts_the_default_weights_without_loading_them(spaces, device_work, monkeypatch):
     import engine.background_load
     from engine.presets import DEFAULT_PRESET, PRESETS
-    asked, converted = [], threading.Event()
-
-    def convert_weights(references, report):       # converting is gguf_cache's (tests/test_models.py)
-        asked.append(list(references))
-        converted.set()
-        return asked[-1]
-
-    monkeypatch.setattr(engine.background_load, "convert_weights", convert_weights)
+    asked = []
+    monkeypatch.setattr(engine.background_load, "start_conversion", asked.append)
     _, _, runner = booted([])
-    assert converted.wait(ENDED_WITHIN_S)
     assert asked == [[PRESETS[DEFAULT_PRESET].target, PRESETS[DEFAULT_PRESET].draft]]
     assert device_work.seen == [] and runner.load_status() is None
+
+
+def test_the_conversion_runs_in_a_process_of_its_own():
+    """Spawned, so the server's process (which spaces forks for each GPU call) runs no torch computation."""
+    from engine.background_load import start_conversion
+    process = start_conversion(["tiny-random/target", "no/hub-id"])        # nothing to convert among these
+    process.join(ENDED_WITHIN_S)
+    assert type(process).__name__ == "SpawnProcess" and process.exitcode == 0
 
 
 def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(spaces, device_work):
     _, demo, runner = booted(["--preset", "tiny-random", "--no-hosted"])
     queue = run_handlers(demo).queue
     config = SpecConfig(k=3, max_new_tokens=24, seed=0)
-    first = queue.join(RunRequest(TINY, "def add(a, b):", config, with_baseline=True), threading.Event())
-    second = queue.join(RunRequest(TINY, "class Stack:", config.replace(k=2)), threading.Event())
+    first = joined(queue, RunRequest(TINY, "def add(a, b):", config, with_baseline=True), "visitor 1")
+    second = joined(queue, RunRequest(TINY, "class Stack:", config.replace(k=2)), "visitor 2")
     done = [wait_ended(first), wait_ended(second)]
     assert [snapshot.phase for snapshot in done] == [DONE, DONE], [snapshot.error for snapshot in done]
 
@@ -221,6 +235,7 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
     assert {"load_pair", "LlamaForCausalLM.forward"} <= set(device_work.inside)
     assert len(spaces.calls) == 2 and not any(call["open"] for call in spaces.calls)
     assert not any(call["overlapped"] for call in spaces.calls)     # the second waited in the queue, not in a call
+    assert [call["request"] for call in spaces.calls] == ["visitor 1", "visitor 2"]   # each visitor's quota pays
     assert [call["duration"] for call in spaces.calls] == [gpu_seconds(config, True),
                                                           gpu_seconds(config.replace(k=2), False)]
     trace = done[0].trace
@@ -239,6 +254,24 @@ def test_a_refused_request_keeps_its_sentence_across_the_call(spaces, device_wor
     assert snapshot.phase == FAILED and snapshot.error.startswith("Could not start: ")
     assert "no/such-model-here" in snapshot.error and "ZeroGPU" not in snapshot.error
     assert len(spaces.calls) == 1 and not spaces.calls[0]["open"]
+    assert device_work.outside == []
+
+
+def test_a_failed_step_keeps_its_sentence_and_what_was_recorded(spaces, device_work, monkeypatch):
+    from engine.decode.generation import Generation
+    real_step = Generation.step
+
+    def failing_step(generation):        # the third step fails
+        if len(generation.trace().steps) == 2:
+            raise KeyError("planted")
+        return real_step(generation)
+
+    monkeypatch.setattr(Generation, "step", failing_step)
+    _, demo, _ = booted(["--no-preload", "--no-hosted"])
+    queue = run_handlers(demo).queue
+    snapshot = wait_ended(joined(queue, RunRequest(TINY, "def g(y):", SpecConfig(k=2, max_new_tokens=32)), "visitor"))
+    assert snapshot.phase == FAILED and "KeyError: 'planted'" in snapshot.error
+    assert len(snapshot.trace.steps) == 2 and not spaces.calls[0]["open"]
     assert device_work.outside == []
 
 

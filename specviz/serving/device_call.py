@@ -11,6 +11,8 @@ step with the trace so far), a user's mistake travels as an event that becomes R
 again here, and `DeviceCallGeneration` turns the events back into a `Generation` the run queue
 steps as usual. The queue's wait happens before the call starts, so a waiting page holds no
 GPU time; the GPU time asked for is `gpu_seconds` of the request (spaces' dynamic duration).
+The queue's worker opens the call in the context of the request that made the run
+(`SharedRun.requester`): spaces reads Gradio's request there to charge the visitor's quota.
 """
 
 from __future__ import annotations
@@ -61,10 +63,9 @@ class Refused:
 
 @dataclass(frozen=True)
 class Broke:
-    """A step failed unexpectedly: what failed, and the trace recorded before it."""
+    """The start or a step failed unexpectedly: what failed (the steps before it came with their events)."""
 
     message: str
-    trace: Trace | None
 
 
 Event = Loading | Started | Stepped | Refused | Broke
@@ -90,6 +91,9 @@ class DeviceCall:
         except (RunnerError, ValueError) as error:
             yield Refused(str(error))
             return
+        except Exception as error:  # spaces would pass on only its class: say what failed
+            yield Broke(f"{type(error).__name__}: {error}")
+            return
         yield Started(generation.trace())
         while not generation.is_done:
             try:
@@ -98,7 +102,7 @@ class DeviceCall:
                 if generation.is_done and request.with_baseline:
                     trace = self.runner.with_baseline(request, trace)
             except Exception as error:  # becomes the run's failure in the server, with what was recorded
-                yield Broke(f"{type(error).__name__}: {error}", _recorded(generation))
+                yield Broke(f"{type(error).__name__}: {error}")
                 return
             yield Stepped(record, trace, generation.is_done)
 
@@ -154,13 +158,6 @@ class DeviceCallGeneration:
         if isinstance(event, Refused):
             raise RunnerError(event.message)
         if isinstance(event, Broke):
-            self._trace = event.trace if event.trace is not None else self._trace
             raise RuntimeError(event.message)
         raise RuntimeError(f"the GPU call sent {type(event).__name__} out of turn")
 
-
-def _recorded(generation: Generation) -> Trace | None:
-    try:
-        return generation.trace()
-    except Exception:  # a broken generation may not even give its partial trace
-        return None

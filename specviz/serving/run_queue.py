@@ -196,7 +196,7 @@ class RunQueue:
         request = run.request
         run.starting()
         try:
-            generation = (self._device.start(request, progress=run.report) if self._device is not None
+            generation = (run.requester.run(self._device.start, request, run.report) if self._device is not None
                           else self.runner.start(request, progress=run.report))
         except (RunnerError, ValueError) as error:
             run.end(FAILED, self.clock(), error=f"Could not start: {error}")

@@ -10,6 +10,7 @@ render each new trace once. A run is wanted while one of its viewers has not ask
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class SharedRun:
     def __init__(self, key: Hashable | None, request: RunRequest, now: float):
         self.key = key
         self.request = request
+        # The context of the call that made the run (Gradio's request among its variables): a ZeroGPU
+        # call opened in it charges the run's GPU time to that visitor (specviz/serving/device_call.py).
+        self.requester = contextvars.copy_context()
         self.requested_at = now                     # monotonic seconds, as the queue's clock gives them
         self.running_since: float | None = None     # the models ready, the first step about to start
         self.finished_at: float | None = None
