@@ -39,7 +39,10 @@ PROBLEMS_JS = """() => {
     const onScreen = r => r.bottom > 0 && r.top < free && r.width > 0;
     const page = document.documentElement;
     if (page.scrollWidth > innerWidth + 1) problems.push(`the page is ${page.scrollWidth} px wide in ${innerWidth} px`);
-    const target = document.querySelector('.sv-tour-target');
+    const selector = document.querySelector('.sv-tour').dataset.outline;
+    const target = selector && document.querySelector(selector);
+    if (target && !getComputedStyle(target).outlineStyle.startsWith('solid'))
+        problems.push(`the outlined ${name(target)} has no outline drawn`);
     if (!target) problems.push('no element is outlined');
     else {
         const t = box(target), least = Math.min(t.height, 80);
@@ -137,12 +140,13 @@ def test_keys_list_and_answer(browser, app):
     wait_chapter(page, 1, False)
     page.select_option(".sv-tour-list", "9")
     wait_chapter(page, 9, False)
-    assert page.is_visible("#sv-race-view.sv-tour-target")
+    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-race-view"
+    assert page.evaluate("getComputedStyle(document.querySelector('#sv-race-view')).outlineStyle") == "solid"
     answer = page.locator(".sv-tour-chapter[data-n='9'] .sv-tour-answer")
     assert not answer.is_visible()
     page.click(".sv-tour-chapter[data-n='9'] summary")
     assert answer.is_visible()
     page.keyboard.press("Escape")
     page.wait_for_selector(".sv-tour-sheet", state="hidden")
-    assert page.locator(".sv-tour-target").count() == 0
+    assert page.evaluate("getComputedStyle(document.querySelector('#sv-race-view')).outlineStyle") == "none"
     page.close()
