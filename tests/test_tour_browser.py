@@ -110,6 +110,8 @@ def wait_chapter(page, n: int, large: bool) -> None:
     error = page.evaluate("document.querySelector('.sv-tour').dataset.error || ''")
     assert not error, f"chapter {n} could not set its view: {error}"
     page.wait_for_function(SETTLED_JS, arg=large)
+    said = page.inner_text(".sv-tour-status") if page.is_visible(".sv-tour-status") else ""
+    assert not said, f"chapter {n}: {said}"                 # the tab shows the recording the chapter quotes
 
 
 @pytest.mark.parametrize("mode", list(MODES))

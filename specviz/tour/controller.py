@@ -125,7 +125,8 @@ async function show(n) {
     await sleep(250);                       // the tab's charts refit to their boxes (layout.py, REFIT_JS)
     if (mine !== ticket) return;
     bring(target);
-    status.textContent = '';
+    status.textContent = view.shows && !text(view.shows[0]).includes(view.shows[1])
+      ? 'This tab now shows a run of your own, not the recording this chapter quotes: reload the page to see it.' : '';
     root.dataset.ready = String(n);
   } catch (error) {
     if (mine !== ticket) return;
