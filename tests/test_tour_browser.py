@@ -140,6 +140,13 @@ def test_keys_list_and_answer(browser, app):
     wait_chapter(page, 2, False)
     page.keyboard.press("ArrowLeft")
     wait_chapter(page, 1, False)
+    for _ in range(3):                                  # three chapters on at once: the last one's view wins
+        page.keyboard.press("ArrowRight")
+    wait_chapter(page, 4, False)
+    page.wait_for_timeout(2000)                         # what an earlier chapter still setting its view would undo
+    assert page.inner_text("#sv-detail .sv-step-no").startswith(
+        page.evaluate("'Step ' + JSON.parse(document.querySelector(\".sv-tour-chapter[data-n='4']\").dataset.view).step"))
+    assert "sampled" in page.inner_text("#sv-status")
     page.select_option(".sv-tour-list", "9")
     wait_chapter(page, 9, False)
     assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-race-view"

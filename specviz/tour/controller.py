@@ -26,9 +26,10 @@ let current = 0, ticket = 0;
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const shown = (e) => !!e && e.getClientRects().length > 0;
 const text = (selector) => { const e = document.querySelector(selector); return e ? e.innerText : ''; };
-async function until(test, ms = 30000) {
-  const end = performance.now() + ms;
+async function until(test, ms = 30000) {      // a newer chapter (or Close) cancels the wait
+  const mine = ticket, end = performance.now() + ms;
   while (performance.now() < end) {
+    if (mine !== ticket) throw new Error('cancelled');
     try { if (test()) return true; } catch (error) { /* the page is still drawing */ }
     await sleep(80);
   }
