@@ -84,7 +84,7 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
         "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index,
                                                  shows=LAB_RECORDED),
         "Stage T drafts a tree of up to {budget} candidates instead of a line, and one target forward checks every "
-        "node, each seeing only its own ancestors. At step {step} the walk accepted a path of {kept} of the {nodes} "
+        "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path of {kept} of the {nodes} "
         "nodes; the gather copies their rows into place right after the committed text and drops the other {cut}.",
         "How many rows does the target's cache hold after step {step}'s gather?",
         "{after}: the {before} rows before the step, {pending} pending, and the {kept} kept nodes.",
