@@ -131,10 +131,13 @@ class FigureStyle:
 # ---------------------------------------------------------------------------------------------------------------
 TOUR_OUTLINE = COLORS["draft"]     # orange: apart from every verdict colour, and dark enough on white
 
+# The outline, as a rule on the chapter's selector (specviz/tour/controller.py): it survives the redraws that
+# replace the element (a large-text restyle, a new step).
+TOUR_OUTLINE_CSS = f"outline: 4px solid {TOUR_OUTLINE} !important; outline-offset: 3px; border-radius: 4px;"
+
 TOUR_CSS = f"""
-.sv-tour-target {{ outline: 4px solid {TOUR_OUTLINE} !important; outline-offset: 3px; border-radius: 4px; }}
-.sv-tour-open {{ margin: 0; padding: 4px 12px; border: 2px solid {TOUR_OUTLINE}; border-radius: 8px;
-  background: #fff8ec; color: #1f2937; font-weight: 600; cursor: pointer; }}
+.sv-tour button.sv-tour-open {{ margin: 0; padding: 4px 12px; border: 2px solid {TOUR_OUTLINE} !important;
+  border-radius: 8px; background: #fff8ec !important; color: #1f2937; font-weight: 600; cursor: pointer; }}
 .sv-tour-sheet {{ display: none; position: fixed; left: 0; right: 0; bottom: 0; z-index: 1000;
   max-height: 40vh; overflow-y: auto; background: #ffffff; color: #1f2937; border-top: 4px solid {TOUR_OUTLINE};
   box-shadow: 0 -4px 16px rgba(0, 0, 0, 0.18); padding: 8px max(12px, calc((100vw - 1100px) / 2)) 10px;

@@ -202,3 +202,17 @@ def test_the_tour_follows_the_trace_it_is_given():
     assert four.facts["draw"] == f"{step.draws[at]:.3f}" and four.facts["temperature"] == f"{sampled.config.temperature:g}"
     missing = build_tour(TourSources(greedy=greedy))
     assert [c.title for c in missing] == list(TITLES[:3])      # no sampled run, lab, sweep or race: left out
+
+
+def test_each_tab_says_it_shows_the_recording_the_tour_reads(tour):
+    """The words a chapter looks for (View.shows) are on the page as built: a tab that changes them, or shows a
+    run of the student's own, makes the tour say its numbers are the recording's."""
+    from fakes import FakeRunner
+    from specviz.layout import build_demo
+    demo = build_demo(FakeRunner())
+    values = {block.elem_id: str(getattr(block, "value", "")) for block in demo.blocks.values()
+              if getattr(block, "elem_id", None)}
+    checked = [chapter.view.shows for chapter in tour.values() if chapter.view.shows]
+    assert len(checked) == 4
+    for selector, words in checked:
+        assert words in values[selector.lstrip("#")], (selector, words)

@@ -39,7 +39,10 @@ PROBLEMS_JS = """() => {
     const onScreen = r => r.bottom > 0 && r.top < free && r.width > 0;
     const page = document.documentElement;
     if (page.scrollWidth > innerWidth + 1) problems.push(`the page is ${page.scrollWidth} px wide in ${innerWidth} px`);
-    const target = document.querySelector('.sv-tour-target');
+    const selector = document.querySelector('.sv-tour').dataset.outline;
+    const target = selector && document.querySelector(selector);
+    if (target && !getComputedStyle(target).outlineStyle.startsWith('solid'))
+        problems.push(`the outlined ${name(target)} has no outline drawn`);
     if (!target) problems.push('no element is outlined');
     else {
         const t = box(target), least = Math.min(t.height, 80);
@@ -107,6 +110,8 @@ def wait_chapter(page, n: int, large: bool) -> None:
     error = page.evaluate("document.querySelector('.sv-tour').dataset.error || ''")
     assert not error, f"chapter {n} could not set its view: {error}"
     page.wait_for_function(SETTLED_JS, arg=large)
+    said = page.inner_text(".sv-tour-status") if page.is_visible(".sv-tour-status") else ""
+    assert not said, f"chapter {n}: {said}"                 # the tab shows the recording the chapter quotes
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -135,14 +140,22 @@ def test_keys_list_and_answer(browser, app):
     wait_chapter(page, 2, False)
     page.keyboard.press("ArrowLeft")
     wait_chapter(page, 1, False)
+    for _ in range(3):                                  # three chapters on at once: the last one's view wins
+        page.keyboard.press("ArrowRight")
+    wait_chapter(page, 4, False)
+    page.wait_for_timeout(2000)                         # what an earlier chapter still setting its view would undo
+    assert page.inner_text("#sv-detail .sv-step-no").startswith(
+        page.evaluate("'Step ' + JSON.parse(document.querySelector(\".sv-tour-chapter[data-n='4']\").dataset.view).step"))
+    assert "sampled" in page.inner_text("#sv-status")
     page.select_option(".sv-tour-list", "9")
     wait_chapter(page, 9, False)
-    assert page.is_visible("#sv-race-view.sv-tour-target")
+    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-race-view"
+    assert page.evaluate("getComputedStyle(document.querySelector('#sv-race-view')).outlineStyle") == "solid"
     answer = page.locator(".sv-tour-chapter[data-n='9'] .sv-tour-answer")
     assert not answer.is_visible()
     page.click(".sv-tour-chapter[data-n='9'] summary")
     assert answer.is_visible()
     page.keyboard.press("Escape")
     page.wait_for_selector(".sv-tour-sheet", state="hidden")
-    assert page.locator(".sv-tour-target").count() == 0
+    assert page.evaluate("getComputedStyle(document.querySelector('#sv-race-view')).outlineStyle") == "none"
     page.close()

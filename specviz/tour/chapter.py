@@ -23,6 +23,8 @@ class View:
     step: int | None = None            # the Run tab's step
     lab_stage: str | None = None       # the Lab tab's stage key
     lab_step: int | None = None        # the Lab tab's step
+    shows: tuple[str, str] | None = None   # (selector, words) on screen while the tab shows the recording read:
+                                           # after a run of one's own the tour says the numbers are the recording's
 
     def to_json(self) -> str:
         return json.dumps({name: value for name, value in asdict(self).items() if value is not None})

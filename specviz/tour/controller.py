@@ -1,13 +1,15 @@
 """The tour in the browser (the tour view's `js_on_load`): Back / Next, the chapter list, the arrow keys and a
 link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
 would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it, outlines the
-chapter's element and scrolls it into the part of the screen the sheet leaves free. When the view is set the
+chapter's element (a CSS rule on its selector, which outlives the redraws that replace the element; the root's
+`data-outline` names it) and scrolls it into the part of the screen the sheet leaves free, again after the
+large-text switch has redrawn the page. When the view is set the
 tour's root gets `data-ready="<chapter>"` (what the browser tests wait for); a view it could not set is said in
 the sheet's status line and in `data-error`."""
 
 from __future__ import annotations
 
-TARGET_CLASS = "sv-tour-target"
+from specviz.style import TOUR_OUTLINE_CSS, FigureStyle
 
 TOUR_JS = """
 const root = element.querySelector('.sv-tour');
@@ -17,13 +19,17 @@ const chapters = Array.from(root.querySelectorAll('.sv-tour-chapter'));
 const list = root.querySelector('.sv-tour-list');
 const link = root.querySelector('.sv-tour-link');
 const status = root.querySelector('.sv-tour-status');
+const outline = document.createElement('style');
+outline.id = 'sv-tour-outline';
+document.head.appendChild(outline);
 let current = 0, ticket = 0;
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const shown = (e) => !!e && e.getClientRects().length > 0;
 const text = (selector) => { const e = document.querySelector(selector); return e ? e.innerText : ''; };
-async function until(test, ms = 30000) {
-  const end = performance.now() + ms;
+async function until(test, ms = 30000) {      // a newer chapter (or Close) cancels the wait
+  const mine = ticket, end = performance.now() + ms;
   while (performance.now() < end) {
+    if (mine !== ticket) throw new Error('cancelled');
     try { if (test()) return true; } catch (error) { /* the page is still drawing */ }
     await sleep(80);
   }
@@ -109,15 +115,19 @@ async function show(n) {
   }
   pad();
   status.textContent = 'Setting the view…';
-  document.querySelectorAll('.TARGET_CLASS').forEach((e) => e.classList.remove('TARGET_CLASS'));
+  outline.textContent = '';
+  delete root.dataset.outline;
   try {
     const target = await setView(JSON.parse(chapters[n - 1].dataset.view));
     if (mine !== ticket) return;
-    target.classList.add('TARGET_CLASS');
+    const view = JSON.parse(chapters[n - 1].dataset.view);
+    outline.textContent = view.outline + ' { OUTLINE_CSS }';
+    root.dataset.outline = view.outline;
     await sleep(250);                       // the tab's charts refit to their boxes (layout.py, REFIT_JS)
     if (mine !== ticket) return;
     bring(target);
-    status.textContent = '';
+    status.textContent = view.shows && !text(view.shows[0]).includes(view.shows[1])
+      ? 'This tab now shows a run of your own, not the recording this chapter quotes: reload the page to see it.' : '';
     root.dataset.ready = String(n);
   } catch (error) {
     if (mine !== ticket) return;
@@ -128,7 +138,8 @@ async function show(n) {
 function close() {
   ticket++;
   root.dataset.open = '0';
-  document.querySelectorAll('.TARGET_CLASS').forEach((e) => e.classList.remove('TARGET_CLASS'));
+  outline.textContent = '';
+  delete root.dataset.outline;
   pad();
 }
 root.querySelector('.sv-tour-open').addEventListener('click', () => show(current || 1));
@@ -137,6 +148,16 @@ root.querySelector('.sv-tour-next').addEventListener('click', () => show(current
 root.querySelector('.sv-tour-close').addEventListener('click', close);
 list.addEventListener('change', () => show(Number(list.value)));
 new ResizeObserver(pad).observe(sheet);
+document.addEventListener('change', async (event) => {    // large text regrows the page: set the chapter again
+  const large = event.target.closest && event.target.closest('#sv-large input');
+  if (!large || root.dataset.open !== '1') return;
+  const mine = ++ticket;
+  delete root.dataset.ready;
+  const big = large.checked;
+  await until(() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(shown)
+    .every((p) => p.layout && p.layout.font && (p.layout.font.size >= LARGE_FONT) === big));
+  if (mine === ticket) show(current);
+});
 document.addEventListener('keydown', (event) => {
   if (root.dataset.open !== '1' || event.altKey || event.ctrlKey || event.metaKey) return;
   if (event.target.closest && event.target.closest('input, textarea, select, [contenteditable=true]')) return;
@@ -148,4 +169,4 @@ const asked = new URLSearchParams(location.search).get('tour') || (location.hash
 if (asked && Number(asked) >= 1)
   until(() => document.querySelector('#sv-timeline .js-plotly-plot')).then(() => show(Number(asked)));
 }
-""".replace("TARGET_CLASS", TARGET_CLASS)
+""".replace("OUTLINE_CSS", TOUR_OUTLINE_CSS).replace("LARGE_FONT", str(FigureStyle.for_screen(large=True).font_size))

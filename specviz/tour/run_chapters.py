@@ -29,12 +29,13 @@ def greedy_step(trace: Trace | None, name: str) -> Chapter | None:
         "One greedy step", View("run", TABLE, recorded=name, step=step.index),
         "At step {step} the draft model proposed {k} tokens, and the target checked all of them in one forward "
         "pass. Greedy decoding keeps a draft only while it equals the target's argmax: the first {accepted} match, "
-        "d{position} {draft} does not, so the target's own {target} replaces it and the drafts after it are dropped.",
+        "d{position} {draft} does not, so the target's own {target} takes its place{rest}.",
         "How many tokens did step {step} emit in all?",
         "{emitted}: the {accepted} accepted drafts, then the target's recovered token {target}.",
         {"step": str(step.index), "k": str(step.k), "accepted": str(step.num_accepted), "position": str(at + 1),
          "draft": quoted(step.draft[at].text), "target": quoted(step.target[at].text),
-         "emitted": str(len(step.emitted))})
+         "emitted": str(len(step.emitted)),
+         "rest": ", and the drafts after it go unchecked" if at + 1 < step.k else ""})
 
 
 def bonus_and_carryover(trace: Trace | None, name: str) -> Chapter | None:

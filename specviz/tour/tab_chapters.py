@@ -12,6 +12,10 @@ from specviz.lab.views import LabSet, difference
 from specviz.tour.chapter import Chapter, View, quoted
 
 STAGES = ("A", "B", "C")
+# What each tab says while it shows its recording (specviz/lab/tab.py, specviz/explore/tab.py, specviz/race/tab.py).
+LAB_RECORDED = ("#sv-lab-status", "recorded lab runs")
+SWEEP_RECORDED = ("#sv-sweep-status", "the recorded sweep")
+RACE_RECORDED = ("#sv-race-view", "Recorded earlier")
 SHARE_NAMES = {"acceptance": "acceptance (the runs' τ against the model's E)",
                "outside": "time outside the steady forwards (mostly step 0's prefill)",
                "baseline_prefill": "target-only's own prefill"}
@@ -27,7 +31,8 @@ def lab_stages(lab: LabSet | None) -> Chapter | None:
         return None
     first = diffs["A"]
     return Chapter(
-        "The Lab: four stages of the engine", View("lab", "#sv-lab-timeline", lab_stage="A", lab_step=first.step),
+        "The Lab: four stages of the engine", View("lab", "#sv-lab-timeline", lab_stage="A", lab_step=first.step,
+                                                    shows=LAB_RECORDED),
         "The Lab runs one prompt greedily while the engine is built: A keeps rejected drafts' rows in the target's "
         "cache, B adds the carryover, C zero-fills those rows and D cuts them. A's output leaves the target's own "
         "at step {a} (the vermillion line), B's at step {b} and C's at step {c}; D's never does. Only D, which "
@@ -48,7 +53,7 @@ def explore_gap(table: SweepTable | None) -> Chapter | None:
     parts = {name: getattr(best, name) for name in SHARE_NAMES}
     largest = max(parts, key=lambda name: abs(parts[name]))
     return Chapter(
-        "Explore: k, temperature and the gap to the model", View("explore", "#sv-gap"),
+        "Explore: k, temperature and the gap to the model", View("explore", "#sv-gap", shows=SWEEP_RECORDED),
         "Each heatmap cell is one k at one temperature of a recorded sweep: at T = {temperature} the fastest was "
         "k = {k}, {measured}× target-only's speed, with τ = {tau} tokens per step. The model at the measured costs "
         "predicts {model}× there; this chart splits the {gap}× between them into three shares.",
@@ -76,9 +81,10 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
         return None
     kv, kept = step.kv_target, len(step.tree.path)
     return Chapter(
-        "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index),
+        "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index,
+                                                 shows=LAB_RECORDED),
         "Stage T drafts a tree of up to {budget} candidates instead of a line, and one target forward checks every "
-        "node, each seeing only its own ancestors. At step {step} the walk accepted a path of {kept} of the {nodes} "
+        "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path of {kept} of the {nodes} "
         "nodes; the gather copies their rows into place right after the committed text and drops the other {cut}.",
         "How many rows does the target's cache hold after step {step}'s gather?",
         "{after}: the {before} rows before the step, {pending} pending, and the {kept} kept nodes.",
@@ -95,7 +101,7 @@ def race(recorded: Race | None) -> Chapter | None:
     count = len(fast.token_ids)
     same = ", the same ones," if recorded.identical else ""
     return Chapter(
-        "The race", View("race", "#sv-race-view"),
+        "The race", View("race", "#sv-race-view", shows=RACE_RECORDED),
         "The same prompt, decoded twice on the same models: the target alone needs one forward per token, "
         "{slow_forwards} forwards for {slow_tokens} tokens. The speculative lane writes {fast_tokens} tokens{same} "
         "with {fast_forwards} target forwards, and finishes in {fast_s} s against {slow_s} s: {speedup}× as fast.",
