@@ -175,3 +175,56 @@ def test_nothing_listening_is_one_sentence() -> None:
     with pytest.raises(VllmError) as error:
         start_generation(f"http://127.0.0.1:{free_port()}", "abc", SpecConfig(k=3, raw=True))
     assert "No vLLM server answers" in str(error.value) and one_sentence(str(error.value))
+
+
+NGRAM = load_recording("tiny_ngram_k3")
+
+
+@pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
+def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
+    """vLLM's arrays skip the steps where the lookup found nothing; the rule places them, and its
+    drafts agree with every count and emitted token of the live server, so none stays unknown."""
+    stream = NGRAM["streams"][name]
+    metrics = next(e["metrics"]["speculative_decoding"] for e in stream["events"] if not e.get("choices"))
+    token_ids = tuple(t for e in stream["events"] if e.get("choices") for t in e["choices"][0]["token_ids"])
+    body = stream["body"]
+    prompt = next(p for p, ids in NGRAM["tokenize"].items() if ids == body["prompt"])
+    server = ReplayServer(NGRAM)
+    try:
+        generation = start_generation(server.url, prompt, SpecConfig(k=3, temperature=body["temperature"],
+                                                                     max_new_tokens=body["max_tokens"],
+                                                                     seed=body["seed"], raw=True),
+                                      method="ngram", ngram_lookup=(1, 3))
+        while not generation.is_done:
+            generation.step()
+    finally:
+        server.close()
+    trace = generation.trace()
+    assert trace.output.token_ids == token_ids and trace.config.drafter == "ngram"
+    verify = [s for s in trace.steps[1:] if s.k > 0]
+    assert [s.num_accepted for s in verify] == metrics["per_step_accepted"]
+    assert [s.k for s in verify] == metrics["per_step_drafted"]
+    assert all(s.num_emitted == 1 for s in trace.steps if s.k == 0)
+    assert len(verify) < len(trace.steps) - 1, "every step had a match: the placement of the others is untested"
+    rebuilt = [d for s in verify for d in s.draft[s.num_accepted:]]
+    assert rebuilt and all(d.origin == "reconstructed" and d.id is not None for d in rebuilt)
+    assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
+
+
+def test_a_sweep_on_a_server_runs_at_the_servers_k(replay) -> None:
+    """app.py's EngineRunner.sweep with a server choice: one run per (temperature, prompt, seed) at the
+    server's k, read back by the strict sweep reader; acceptance is the server's own count."""
+    from app import EngineRunner
+    from engine.formats.sweep_reader import SweepTable
+    from specviz.serving.runner import ModelChoice, SweepRequest
+    greedy, sampled = recorded("greedy"), recorded("sampled")
+    request = SweepRequest(ModelChoice(server=replay.url), (prompt_of(greedy[0]), prompt_of(sampled[0])),
+                           ks=(2, 5), temperatures=(0.0,), seeds=(1,),
+                           config=SpecConfig(k=4, max_new_tokens=24, raw=True))   # the server says 3
+    updates = list(EngineRunner(device="cpu").sweep(request, lambda fraction, message: None))
+    assert [u.done for u in updates] == [1, 2] and updates[-1].total == 2
+    table = SweepTable.from_dict(updates[-1].document)
+    assert [c.k for c in table.cells] == [3] and table.meta["engine"] == "vllm 0.32.0"
+    first = updates[-1].document["runs"][0]
+    metrics = greedy[3]
+    assert first["acceptance_rate"] == metrics["num_accepted_draft_tokens"] / metrics["num_draft_tokens"]

@@ -73,6 +73,7 @@ class VllmGeneration:
         self._returned = 0              # steps handed out by step()
         self._done = False
         self._trace: Trace | None = None
+        self._proposals: dict[int, tuple[int, ...]] = {}    # the n-gram rule's answers by context length
 
     @property
     def is_done(self) -> bool:
@@ -123,7 +124,7 @@ class VllmGeneration:
         if self._trace is None:
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts, self._done, self._stream.finish_reason)
+                                      self._texts, self._done, self._stream.finish_reason, self._proposals)
         return self._trace
 
 

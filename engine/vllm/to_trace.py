@@ -102,15 +102,21 @@ def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[in
 
 def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks: Sequence[StreamChunk],
                 metrics: SpecMetrics | None, started_s: float, decode: Decode, complete: bool,
-                finish_reason: str | None = None) -> Trace:
+                finish_reason: str | None = None, proposals: dict[int, tuple[int, ...]] | None = None) -> Trace:
     """The trace of what arrived so far (`complete` once the final chunk's arrays are in).
 
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
-    lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted."""
+    lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
+    `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
     proposer = None
     if config.drafter == NGRAM_DRAFTER:
+        known = {} if proposals is None else proposals
+
         def proposer(context: Sequence[int]) -> tuple[int, ...]:
-            return propose(context, config.ngram_min, config.ngram_max, config.k, info.max_model_len)
+            if len(context) not in known:       # the context only grows: its length names it
+                known[len(context)] = propose(context, config.ngram_min, config.ngram_max, config.k,
+                                              info.max_model_len)
+            return known[len(context)]
     steps_tokens = split_steps(prompt.token_ids, chunks, metrics, config.k, proposer)
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
