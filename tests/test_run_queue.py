@@ -135,7 +135,8 @@ def test_a_request_that_differs_in_any_one_control_gets_its_own_run(field):
 
 
 def test_the_walk_over_the_controls_misses_none():
-    settings = {"adaptive_k", "draft", "target"}    # adaptive k is never shared; custom boxes: test_custom_pairs_...
+    settings = {"adaptive_k", "draft", "target", "server"}    # adaptive k is never shared; custom boxes and a vLLM
+                                                              # server's address: test_custom_pairs_..., test_vllm_...
     assert set(OTHER_VALUES) | settings == set(Controls.names())
 
 
@@ -146,6 +147,16 @@ def test_custom_pairs_are_told_apart_by_each_model():
                           ("distilgpt2", "gpt2")):
         Page(handlers, f"{draft} {target}", preset="custom", draft=draft, target=target).finish()
     assert len(runner.requests) == 3
+
+
+def test_vllm_servers_are_told_apart_by_address_and_method():
+    runner = FakeRunner(accepted=(1,))
+    handlers = Handlers(runner)
+    for server, drafter in (("127.0.0.1:9", "model"), ("http://127.0.0.1:9/v1", "model"), ("127.0.0.1:10", "model"),
+                            ("127.0.0.1:9", "ngram")):
+        Page(handlers, f"{server} {drafter}", preset="vllm-server", server=server, drafter=drafter).finish()
+    assert [r.models.server for r in runner.requests] == ["http://127.0.0.1:9", "http://127.0.0.1:10",
+                                                           "http://127.0.0.1:9"]
 
 
 def test_adaptive_k_is_never_shared():

@@ -35,7 +35,7 @@ PROMPTS = ["def fib(n):", "Count to ten."]
 
 def sweep_args(**changes):
     values = dict(preset="tiny-random", draft="", target="", drafter="model", ks=[1, 2, 4], temperatures=[0.0, 0.7],
-                  prompts=PROMPTS[:1], seeds="0", max_new_tokens=16)
+                  prompts=PROMPTS[:1], seeds="0", max_new_tokens=16, server="")
     values.update(changes)
     return [values[name] for name in SweepControls.__dataclass_fields__]
 

@@ -21,6 +21,7 @@ from engine.device_costs import DeviceCosts
 from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
+from specviz.explore.server_sweep import server_k_note, server_sweep
 from specviz.explore.views import ExploreViews, progress_line, render_sweep
 from specviz.serving.policy import Policy
 from specviz.run.export import fresh_export_dir
@@ -52,6 +53,7 @@ class SweepControls:
     prompts: Sequence[str]
     seeds: str
     max_new_tokens: Any
+    server: Any = ""                     # a vLLM server's address, read when `preset` is VLLM_SERVER
 
     def to_request(self, policy: Policy = Policy()) -> SweepRequest:
         """Check every value; ConfigError with one readable sentence on bad input or what `policy` refuses."""
@@ -74,8 +76,10 @@ class SweepControls:
         for k in ks:                                     # every cell's config is valid before any model loads
             for temperature in temperatures:
                 policy.check_config(config.replace(k=k, temperature=temperature))
-        request = SweepRequest(choose_models(self.preset, self.draft, self.target, config.drafter), prompts, ks,
-                               temperatures, seeds, config)
+        models = choose_models(self.preset, self.draft, self.target, config.drafter, server=self.server or "")
+        if models.server:            # one run per (temperature, prompt, seed) at the server's own k
+            ks = ks[:1]
+        request = SweepRequest(models, prompts, ks, temperatures, seeds, config)
         policy.check_models(request.models)
         if request.num_runs > MAX_SWEEP_RUNS:
             raise ConfigError(f"That is {request.num_runs} runs ({len(ks)} k × {len(temperatures)} temperatures × "
@@ -115,12 +119,13 @@ class ExploreHandlers(Stoppable):
 
     def sweep(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
               preset: str, draft: str, target: str, drafter: str, ks: list, temperatures: list, prompts: list,
-              seeds: str, max_new_tokens: float, request: gr.Request = None,
+              seeds: str, max_new_tokens: float, server: str = "", request: gr.Request = None,
               progress: gr.Progress = gr.Progress()) -> Iterator[Outputs]:
-        """Run the grid, yielding the growing table after every run; Stop keeps the finished runs."""
+        """Run the grid, yielding the growing table after every run; Stop keeps the finished runs. On a vLLM
+        server (`server`) the grid is its temperatures at the server's own k (specviz/explore/server_sweep.py)."""
         try:
             sweep_request = SweepControls(preset, draft, target, drafter, ks, temperatures, prompts, seeds,
-                                          max_new_tokens).to_request(self.policy)
+                                          max_new_tokens, server).to_request(self.policy)
         except (ConfigError, ValueError, TypeError) as error:
             raise gr.Error(str(error)) from None
         style = FigureStyle.for_screen(large, width)
@@ -133,7 +138,9 @@ class ExploreHandlers(Stoppable):
 
     def _sweep(self, sweep_request: SweepRequest, table: SweepTable | None, temperature: float | None,
                style: FigureStyle, stop: threading.Event, progress: gr.Progress) -> Iterator[Outputs]:
-        updates = self.runner.sweep(sweep_request, progress=lambda fraction, message: progress(fraction, desc=message))
+        report = lambda fraction, message: progress(fraction, desc=message)      # noqa: E731
+        updates = (server_sweep(sweep_request, report) if sweep_request.models.server
+                   else self.runner.sweep(sweep_request, progress=report))
         shown, update, last_draw, draw_s = None, None, 0.0, 0.0
         try:
             progress(0.0, desc=f"Loading {sweep_request.models.label}…")
@@ -164,6 +171,8 @@ class ExploreHandlers(Stoppable):
                       if stop.is_set() and update.done < update.total
                       else f"Done: {shown.num_runs} runs in {duration(update.elapsed_s)}. "
                            "The starred cells are the fastest k at each temperature.")
+            if sweep_request.models.server:
+                status += " " + server_k_note(update.document["meta"]["ks"][0])
             yield render_sweep(shown, status, temperature, style, self.device_costs()).outputs()
         finally:
             updates.close()

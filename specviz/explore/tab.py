@@ -45,7 +45,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
     gr.HTML(INTRO)
     with gr.Row(elem_id="sv-explore-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-sweep-controls"):
-            picker = model_picker(runner, "sv-explore", policy, with_drafter=True)
+            picker = model_picker(runner, "sv-explore", policy, with_drafter=True, with_server=True)
             c: dict[str, Any] = dict(picker)
             ks = [k for k in KS if k <= policy.max_k]
             example_prompts = [e.prompt for e in examples]
@@ -101,9 +101,10 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
         concurrency_limit=None, api_name="explore_upload_settings", api_visibility="private")
     download.click(sweeps.download, inputs=[v["table"]], outputs=[files], concurrency_limit=2,
                    api_name="explore_download", api_visibility="private")
-    picker["preset"].change(lambda preset: picker_changed(runner, policy, preset, with_drafter=True),
+    picker["preset"].change(lambda preset: picker_changed(runner, policy, preset, with_drafter=True, with_server=True),
                             inputs=[picker["preset"]], outputs=[picker["draft"], picker["target"],
-                                                                picker["preset_info"], picker["drafter"]],
+                                                                picker["preset_info"], picker["server"],
+                                                                picker["drafter"]],
                             api_name="explore_preset", api_visibility="private")
     size_in = [c["ks"], c["temperatures"], c["prompts"], c["seeds"]]
     for source in size_in:

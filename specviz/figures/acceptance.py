@@ -5,11 +5,13 @@ The quantities keep the names, symbols and definitions of specviz/quantities.py:
 (accepted + 1 per step, the recovered or bonus token included) and acceptance by position are measured;
 the model lines are the i.i.d. model at the run's expected acceptance α = Σ min(p, q), the same α the
 predicted-speedup card and the Explore tab use (a tree run records no α, so it has no model lines).
+A run on a vLLM server may add the whole server's acceptance by position over the run (its /metrics).
 """
 
 from __future__ import annotations
 
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
@@ -17,8 +19,11 @@ from engine.metrics import expected_histogram, expected_tokens_per_step
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
 from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, alpha_text, hover_tip, shown_alpha
-from specviz.style import COLORS, FigureStyle
+from specviz.style import COLORS, FigureStyle, pattern
 from specviz.tokens import percent
+
+if TYPE_CHECKING:
+    from specviz.serving.server_interval import ServerShare
 
 PER_STEP_TITLE = "Accepted per step"
 POSITION_TITLE = "Acceptance by position"
@@ -87,8 +92,10 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
                        yaxis={"title": {"text": "tokens"}, "rangemode": "tozero"})
 
 
-def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """P(draft i accepted | it was verified) for each draft position i."""
+def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle(),
+                    server: ServerShare | None = None) -> go.Figure:
+    """P(draft i accepted | it was verified) for each draft position i; with `server` (a vLLM run), the same
+    from the server's /metrics counters over the run beside it, named as covering the whole server."""
     summary = None if trace is None else trace.summary
     if summary is None or not summary.per_position_acceptance:
         return empty_figure(POSITION_TITLE, "No drafts verified yet.", style)
@@ -103,6 +110,8 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
         "textposition": "outside", "cliponaxis": False, "customdata": reached,
         "hovertemplate": f"%{{x}}: %{{y:.1%}} accepted of %{{customdata}} times it was checked<br>"
                          f"{hover_tip(BY_POSITION)}<extra></extra>"}]
+    if server is not None:
+        traces.append(_server_bars(server, len(labels)))
     alpha = summary.estimated_alpha
     if alpha is not None:
         traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
@@ -111,6 +120,21 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     return make_figure(traces, POSITION_TITLE, TREE_POSITION_SUBTITLE if tree else POSITION_SUBTITLE, style,
                        _height(style), xaxis={"title": {"text": "depth in the tree" if tree else "draft position"}},
                        yaxis={"range": [0, 1.18], "tickformat": ".0%", "title": {"text": "accepted"}})
+
+
+def _server_bars(server: ServerShare, positions: int) -> dict:
+    """The whole server's interval (specviz/serving/server_interval.py) as hatched bars beside the run's."""
+    count = min(positions, len(server.rates))
+    labels = [f"d{i}" for i in range(1, count + 1)]
+    rates = list(server.rates[:count])
+    return {"type": "bar", "x": labels, "y": [rate or 0.0 for rate in rates], "meta": "server",
+            "name": "whole server over this run (/metrics: all its traffic)",
+            "marker": {"color": COLORS["recovered"], "pattern": pattern("rejected")},
+            "text": [f"{percent(rate, 0)}<br>of {n}" if rate is not None else "not reached"
+                     for rate, n in zip(rates, server.reached)],
+            "textposition": "outside", "cliponaxis": False, "customdata": list(server.reached[:count]),
+            "hovertemplate": f"%{{x}}: %{{y:.1%}} accepted of %{{customdata}} verify steps that reached it, over the "
+                             f"whole server<br>{server.note}<extra></extra>"}
 
 
 def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:

@@ -19,6 +19,7 @@ import gradio as gr
 from engine.config import ConfigError, SpecConfig, resolve_target_dtype
 from engine.formats.trace import MAX_TRACE_BYTES, Trace, TraceFormatError, first_steps
 from specviz.controls import Controls
+from specviz.figures.acceptance import position_figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
@@ -31,6 +32,7 @@ from specviz.run.views import HELD_WHILE_LIVE, Views, render, shown_tree
 from specviz.run.watch import Watch, status_only
 from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
+from specviz.serving.server_interval import read_before, share_since
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
 from specviz.serving.uploads import parse_upload
@@ -78,15 +80,35 @@ class Handlers(Stoppable):
                                             tree_branch, temperature, top_p, top_k, max_new_tokens, seed,
                                             draft_dtype, target_dtype, with_baseline, server), self.policy)
             style = FigureStyle.for_screen(large, width)
+            before = read_before(run_request.models)       # a vLLM server's counters (None for SpecViz's engine)
             try:
                 seat = self.queue.join(run_request, stop)
             except QueueFull as error:
                 raise gr.Error(str(error)) from None
             watch = Watch(self.queue, seat, trace, style, stop, progress, self.min_interval)
+            last = None
             try:
-                yield from watch.updates()
+                for last in watch.updates():
+                    yield last
             finally:
                 watch.leave()
+            if before is not None and last is not None:
+                yield self._server_interval(dict(zip(Views.names(), last)), run_request, before, style)
+
+    @staticmethod
+    def _server_interval(shown: dict[str, Any], request: RunRequest, before: Any, style: FigureStyle) -> Outputs:
+        """After a run on a vLLM server: the by-position chart with the whole server's counters over the run
+        beside the run's own (specviz/serving/server_interval.py), or a sentence why they are missing."""
+        server = share_since(request.models, before)
+        trace, status = shown["trace"], shown["status"]
+        if isinstance(server, str):
+            return tuple(trace if name == "trace" else f"{status} {server}" if name == "status" else gr.update()
+                         for name in Views.names())
+        if server is None or not isinstance(trace, Trace):
+            return tuple(trace if name == "trace" else gr.update() for name in Views.names())
+        figure = position_figure(trace, style=style, server=server)
+        return tuple(trace if name == "trace" else figure if name == "positions" else gr.update()
+                     for name in Views.names())
 
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from engine.formats.trace import Trace
+from engine.vllm.transport import VllmError
 from specviz.serving.device_call import DeviceCall, DeviceCallGeneration, GpuDecorator
 from specviz.serving.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.serving.shared_run import DONE, FAILED, STOPPED, SharedRun
@@ -220,6 +221,9 @@ class RunQueue:
                 return
             try:
                 generation.step()
+            except VllmError as error:  # a vLLM server's fault (docs/architecture.md §10): its own sentence
+                run.end(FAILED, self.clock(), _partial(generation), kept_sentence(str(error)))
+                return
             except Exception as error:  # keep what it recorded, then say why
                 LOG.exception("a generation step failed")
                 run.end(FAILED, self.clock(), _partial(generation),
@@ -262,6 +266,13 @@ class RunQueue:
     def _forget(self, run: SharedRun) -> None:
         if run.key is not None and self._by_key.get(run.key) is run:
             del self._by_key[run.key]
+
+
+def kept_sentence(message: str) -> str:
+    """A run's fault in its own one sentence, saying that the steps so far are kept (once)."""
+    if "kept" in message:
+        return message
+    return f"{message.rstrip('.')}; the steps recorded before it are kept."
 
 
 def _partial(generation: Generation) -> Trace | None:
