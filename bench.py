@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks.configurations import SUITES, selected
@@ -119,8 +120,9 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
+    logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))         # the servers' logs, kept after the run
     measured = run_peer(configurations, target, draft, prompts, args.temperatures, base, args.repeats, reference,
-                        out.parent, audit_pair=plain)
+                        logs, audit_pair=plain)
     table += [peer_table_row(peer, rows, args.k, suite) for peer in measured.peers]
     table.sort(key=lambda row: row["temperature"])          # stable: each temperature's SpecViz rows, then vLLM's
     add_vs_best_peer(table)
