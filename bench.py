@@ -28,6 +28,7 @@ markdown table and a closing note.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tempfile
@@ -115,6 +116,9 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, preset_folders, run_peer
     target, draft = preset_folders(preset)
     plain = pairs["plain"]
+    for key in [key for key in pairs if key != "plain"]:     # memory for the server: only the audit's target stays
+        del pairs[key]
+    gc.collect()
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
     configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype)
