@@ -28,8 +28,10 @@ markdown table and a closing note.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks.configurations import SUITES, selected
@@ -117,13 +119,17 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, preset_folders, run_peer
     target, draft = preset_folders(preset)
     plain = pairs["plain"]
+    for key in [key for key in pairs if key != "plain"]:     # memory for the server: only the audit's target stays
+        del pairs[key]
+    gc.collect()
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
     configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
+    logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))         # the servers' logs, kept after the run
     measured = run_peer(configurations, target, draft, prompts, args.temperatures, base, args.repeats, reference,
-                        out.parent, audit_pair=plain)
+                        logs, audit_pair=plain)
     table += [peer_table_row(peer, rows, args.k, suite) for peer in measured.peers]
     table.sort(key=lambda row: row["temperature"])          # stable: each temperature's SpecViz rows, then vLLM's
     add_vs_best_peer(table)

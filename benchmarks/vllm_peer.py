@@ -110,6 +110,7 @@ class Request:
     token_ids: tuple[int, ...]
     metrics: SpecMetrics | None
     step_sizes: tuple[int, ...] | None
+    step_drafted: tuple[int, ...] | None
 
 
 def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig) -> Request:
@@ -117,10 +118,11 @@ def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig) -> Requ
     stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config))
     chunks = list(stream)
     ids = tuple(token for chunk in chunks for token in chunk.token_ids)
-    sizes = None
+    sizes = drafted = None
     if stream.metrics is not None:
-        sizes = tuple(len(step.token_ids) for step in split_steps(chunks, stream.metrics, info.k or 0))
-    return Request(ids, stream.metrics, sizes)
+        steps = split_steps(chunks, stream.metrics, info.k or 0)
+        sizes, drafted = tuple(len(step.token_ids) for step in steps), tuple(step.drafted for step in steps)
+    return Request(ids, stream.metrics, sizes, drafted)
 
 
 def measure_peer(peer: PeerRow, info: ServerInfo, prompts: dict[str, list[int]], config: SpecConfig, repeats: int,
@@ -143,7 +145,8 @@ def measure_peer(peer: PeerRow, info: ServerInfo, prompts: dict[str, list[int]],
             row.steps += len(result.metrics.per_step_accepted)
         outputs[name] = result.token_ids
         emitted.append(EmittedRun(f"{row.name}, T={config.temperature:g}, {name}", info.engine, tuple(prompt_ids),
-                                  result.token_ids, config.temperature, config.top_k, config.top_p, result.step_sizes))
+                                  result.token_ids, config.temperature, config.top_k, config.top_p, result.step_sizes,
+                                  result.step_drafted))
     if reference is not None:
         row.identical = all(outputs[name] == reference[name] for name in prompts)
 
