@@ -47,7 +47,7 @@ import transformers  # noqa: E402
 
 from benchmarks.shapes import random_pair  # noqa: E402
 from engine.config import SpecConfig  # noqa: E402
-from engine.decode.baseline import first_difference, target_only  # noqa: E402
+from engine.decode.baseline import first_difference, target_only, top2_margin  # noqa: E402
 from engine.loading.cost_probe import device_name, measure_costs  # noqa: E402
 from engine.decode.pair import ModelPair  # noqa: E402
 from engine.decode.readout import HostReads  # noqa: E402
@@ -55,7 +55,7 @@ from engine.decode.speculative import SpeculativeEngine  # noqa: E402
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts  # noqa: E402
 from engine.loading.speed_up import PREPARED_ROWS, graph_backend, prepare_static_runners  # noqa: E402
 from engine.loading.tiny import add_noise, build_tiny_pair  # noqa: E402
-from engine.metrics import expected_tokens_per_step  # noqa: E402
+from engine.metrics import NEAR_TIE_LOGITS, expected_tokens_per_step  # noqa: E402
 from engine.runtime.step_clock import StepClock  # noqa: E402
 from engine.runtime.cuda.attention import PINNED_BACKENDS, pinned_attention  # noqa: E402
 from engine.runtime.static_runner import StaticRunner  # noqa: E402
@@ -64,6 +64,7 @@ PROMPTS = ("Hello, world", "def reverse(xs):", "The quick brown fox", "aaaa bbbb
            "Speculative decoding is", "print('hi')\nprint('hi')", "SELECT * FROM t WHERE")
 IDENTITY_CONFIGS = (SpecConfig(k=2, max_new_tokens=24), SpecConfig(k=4, max_new_tokens=24),
                     SpecConfig(k=6, max_new_tokens=24), SpecConfig(k=5, tree_nodes=16, tree_branch=3, max_new_tokens=24))
+SHAPE_IDENTITY_CONFIGS = (SpecConfig(k=2, max_new_tokens=32), SpecConfig(k=5, max_new_tokens=32))
 STEP_PROMPT = "Write a Python function that checks whether a string is a palindrome, ignoring case and punctuation."
 STEP_K, STEP_TOKENS = 5, 64
 GOAL_TARGET_TOKEN_MS = 4.2     # H200, the 1.5B shape: the prototype's graphs (issue 26)
@@ -116,6 +117,46 @@ def identity(device: torch.device, dtype: torch.dtype, prompts: tuple[str, ...])
                for prompt in PROMPTS[:4]]
     return {"dtype": str(dtype).removeprefix("torch."), "runs": runs, "identical": runs - len(flips), "flips": flips,
             "sampled_runs_finished": sum(trace.complete for trace in sampled)}
+
+
+def shape_identity(which: str, device: torch.device, dtype: torch.dtype, folder: Path | None,
+                   prompts: tuple[str, ...]) -> dict:
+    """Greedy identity at the presets' real shapes (random weights): target-only on graphs (static
+    cache) and speculative decoding on graphs, each against eager target-only decoding (dynamic
+    cache); every difference with the first differing token, its step and the target's top-2 logit
+    margin there (float32 must have none; bfloat16's are listed)."""
+    pair = with_graphs(random_pair(which, device, dtype, folder))
+    engine = SpeculativeEngine(pair)
+    compared = {"graphs_target_only": [0, 0], "speculative": [0, 0]}          # [runs, identical]
+    differences = []
+    for config in SHAPE_IDENTITY_CONFIGS:
+        for prompt in prompts:
+            trace = engine.generate(prompt, config.replace(cache="static"))
+            prompt_ids = list(trace.prompt.token_ids)
+            eager = target_only(pair, prompt_ids, config.replace(cache="dynamic")).token_ids
+            graphs = target_only(pair, prompt_ids, config.replace(cache="static")).token_ids
+            for kind, output in (("speculative", trace.output.token_ids), ("graphs_target_only", graphs)):
+                if kind == "graphs_target_only" and config is not SHAPE_IDENTITY_CONFIGS[0]:
+                    continue                                             # target-only has no k: once a prompt
+                compared[kind][0] += 1
+                if output == eager:
+                    compared[kind][1] += 1
+                    continue
+                if kind == "speculative":
+                    flip = first_difference(pair, trace, eager)
+                    token, step, margin = flip.token, flip.step, flip.margin
+                else:                                                    # one token a step
+                    token = next((i for i, (ours, theirs) in enumerate(zip(output, eager)) if ours != theirs),
+                                 min(len(output), len(eager)))
+                    step, margin = token, top2_margin(pair, prompt_ids + list(eager[:token]))
+                differences.append({"kind": kind, "prompt": prompt, "k": config.k, "token": token, "step": step,
+                                    "margin": margin, "near_tie": margin < NEAR_TIE_LOGITS})
+    del engine, pair
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"shapes": which, "dtype": str(dtype).removeprefix("torch."),
+            **{kind: {"runs": runs, "identical": identical} for kind, (runs, identical) in compared.items()},
+            "differences": differences}
 
 
 # -- costs and steps -----------------------------------------------------------------------------------
@@ -376,8 +417,11 @@ def run(args: argparse.Namespace) -> dict:
     prompts = PROMPTS[:4] if args.small else PROMPTS          # --small: 16 runs a dtype instead of 32
     report["identity"] = [identity(device, dtype, prompts) for dtype in (torch.float32, torch.bfloat16)]
     shapes = ["small"] if args.small else ["default", "7b-target"]
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     folder = Path(args.shapes) if args.shapes else None
+    log(f"identity at the {shapes[0]} shapes (random weights)")
+    report["shape_identity"] = [shape_identity(shapes[0], device, dtype, folder, prompts)
+                                for dtype in (torch.float32, torch.bfloat16)]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     report["costs"], report["predicted"] = {}, {}
     for which in shapes:
         log(f"costs at the {which} shapes (random weights, {str(dtype).removeprefix('torch.')})")
@@ -407,6 +451,9 @@ def checks(report: dict, device: torch.device) -> dict:
         "bfloat16_flips_only_at_near_ties": all(flip["near_tie"] for flip in bfloat16["flips"]),
         "sampled_runs_finish": all(result["sampled_runs_finished"] == 4 for result in report["identity"]),
         "one_copy_to_the_host_per_step": all(count <= 1 for count in report["steps"]["copies_per_step"]),
+        "float32_identical_at_real_shapes": all(result[kind]["identical"] == result[kind]["runs"]
+                                                for result in report["shape_identity"] if result["dtype"] == "float32"
+                                                for kind in ("graphs_target_only", "speculative")),
         "cost_model_within_10_percent_at_every_level": all(abs(level["error"]) <= GOAL_MODEL_ADHERENCE
                                                            for level in report["acceptance_levels"]),
     }
