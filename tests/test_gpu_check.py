@@ -51,6 +51,21 @@ def test_the_sections_docs_quote_are_there(report):
 
 
 @pytest.mark.gpu_check
+def test_host_reads_counted_by_python_and_by_the_profiler(report):
+    """Greedy and sampled steps each make one Python-level read (the readout's tolist); the profiler
+    sees no other host read in a greedy step, and in a sampled step on a CPU only
+    _local_scalar_dense calls (multinomial's _assert_async reading its check), which HostReads
+    cannot see: the check reports them rather than missing them."""
+    syncs = report["steps"]["host_syncs"]
+    assert len(syncs["greedy"]) == len(syncs["sampled"]) == 3
+    for step in syncs["greedy"] + syncs["sampled"]:
+        assert step["python_reads"] == ["tolist"] and "memcpy_dtoh" not in step
+    assert all(step["profiler_reads"] == {} for step in syncs["greedy"])
+    assert all(set(step["profiler_reads"]) == {"aten::_local_scalar_dense"} for step in syncs["sampled"])
+    assert report["checks"]["greedy_steps_read_nothing_else"]
+
+
+@pytest.mark.gpu_check
 def test_identity_at_the_presets_shapes(report):
     """At the --small shapes (a GPU run: the presets' real shapes), random weights: float32 target-only
     on graphs and speculative decoding on graphs equal eager target-only in every run; bfloat16's
