@@ -44,10 +44,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from benchmarks.shapes import random_pair  # noqa: E402
 from engine.config import SpecConfig  # noqa: E402
-from engine.decode.baseline import first_difference, target_only  # noqa: E402
+from engine.decode.baseline import first_difference, target_only, top2_margin  # noqa: E402
 from engine.loading.cost_probe import device_name, measure_costs  # noqa: E402
 from engine.decode.pair import ModelPair  # noqa: E402
 from engine.decode.readout import HostReads  # noqa: E402
@@ -55,7 +56,7 @@ from engine.decode.speculative import SpeculativeEngine  # noqa: E402
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts  # noqa: E402
 from engine.loading.speed_up import PREPARED_ROWS, graph_backend, prepare_static_runners  # noqa: E402
 from engine.loading.tiny import add_noise, build_tiny_pair  # noqa: E402
-from engine.metrics import expected_tokens_per_step  # noqa: E402
+from engine.metrics import NEAR_TIE_LOGITS, expected_tokens_per_step  # noqa: E402
 from engine.runtime.step_clock import StepClock  # noqa: E402
 from engine.runtime.cuda.attention import PINNED_BACKENDS, pinned_attention  # noqa: E402
 from engine.runtime.static_runner import StaticRunner  # noqa: E402
@@ -64,6 +65,7 @@ PROMPTS = ("Hello, world", "def reverse(xs):", "The quick brown fox", "aaaa bbbb
            "Speculative decoding is", "print('hi')\nprint('hi')", "SELECT * FROM t WHERE")
 IDENTITY_CONFIGS = (SpecConfig(k=2, max_new_tokens=24), SpecConfig(k=4, max_new_tokens=24),
                     SpecConfig(k=6, max_new_tokens=24), SpecConfig(k=5, tree_nodes=16, tree_branch=3, max_new_tokens=24))
+SHAPE_IDENTITY_CONFIGS = (SpecConfig(k=2, max_new_tokens=32), SpecConfig(k=5, max_new_tokens=32))
 STEP_PROMPT = "Write a Python function that checks whether a string is a palindrome, ignoring case and punctuation."
 STEP_K, STEP_TOKENS = 5, 64
 GOAL_TARGET_TOKEN_MS = 4.2     # H200, the 1.5B shape: the prototype's graphs (issue 26)
@@ -118,6 +120,46 @@ def identity(device: torch.device, dtype: torch.dtype, prompts: tuple[str, ...])
             "sampled_runs_finished": sum(trace.complete for trace in sampled)}
 
 
+def shape_identity(which: str, device: torch.device, dtype: torch.dtype, folder: Path | None,
+                   prompts: tuple[str, ...]) -> dict:
+    """Greedy identity at the presets' real shapes (random weights): target-only on graphs (static
+    cache) and speculative decoding on graphs, each against eager target-only decoding (dynamic
+    cache); every difference with the first differing token, its step and the target's top-2 logit
+    margin there (float32 must have none; bfloat16's are listed)."""
+    pair = with_graphs(random_pair(which, device, dtype, folder))
+    engine = SpeculativeEngine(pair)
+    compared = {"graphs_target_only": [0, 0], "speculative": [0, 0]}          # [runs, identical]
+    differences = []
+    for config in SHAPE_IDENTITY_CONFIGS:
+        for prompt in prompts:
+            trace = engine.generate(prompt, config.replace(cache="static"))
+            prompt_ids = list(trace.prompt.token_ids)
+            eager = target_only(pair, prompt_ids, config.replace(cache="dynamic")).token_ids
+            graphs = target_only(pair, prompt_ids, config.replace(cache="static")).token_ids
+            for kind, output in (("speculative", trace.output.token_ids), ("graphs_target_only", graphs)):
+                if kind == "graphs_target_only" and config is not SHAPE_IDENTITY_CONFIGS[0]:
+                    continue                                             # target-only has no k: once a prompt
+                compared[kind][0] += 1
+                if output == eager:
+                    compared[kind][1] += 1
+                    continue
+                if kind == "speculative":
+                    flip = first_difference(pair, trace, eager)
+                    token, step, margin = flip.token, flip.step, flip.margin
+                else:                                                    # one token a step
+                    token = next((i for i, (ours, theirs) in enumerate(zip(output, eager)) if ours != theirs),
+                                 min(len(output), len(eager)))
+                    step, margin = token, top2_margin(pair, prompt_ids + list(eager[:token]))
+                differences.append({"kind": kind, "prompt": prompt, "k": config.k, "token": token, "step": step,
+                                    "margin": margin, "near_tie": margin < NEAR_TIE_LOGITS})
+    del engine, pair
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"shapes": which, "dtype": str(dtype).removeprefix("torch."),
+            **{kind: {"runs": runs, "identical": identical} for kind, (runs, identical) in compared.items()},
+            "differences": differences}
+
+
 # -- costs and steps -----------------------------------------------------------------------------------
 
 def costs(pair: ModelPair) -> tuple[dict, DeviceCosts]:
@@ -138,39 +180,52 @@ def costs(pair: ModelPair) -> tuple[dict, DeviceCosts]:
     return result, graphs
 
 
-def copies_per_step(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> list[int]:
-    """Device-to-host copies in each of a few steps after the first (CUDA: the profiler's memcpy
-    records; a CPU has no such copy: every host read of a tensor is counted instead)."""
-    generation = engine.start(prompt, config)
-    generation.step()
-    counts = []
-    for _ in range(3):
-        if generation.is_done:
-            break
-        counts.append(_profiled_copies(generation.step) if engine.pair.device.type == "cuda"
-                      else _host_reads(generation.step))
+PROFILED_READS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::equal", "aten::is_nonzero")
+SAMPLED = {"temperature": 0.8, "seed": 3}
+
+
+def host_syncs(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> dict[str, list[dict]]:
+    """What three steps after the first read on the host, greedy and sampled, each step counted three
+    ways: the Python-level reads `HostReads` sees (tolist, item, int(), bool(), an index by a device
+    scalar); the host reads of values the torch profiler records (PROFILED_READS: item, int() and
+    bool() all end in _local_scalar_dense; nonzero and boolean-mask indexing; torch.equal), which
+    also sees those made inside other operators; and on CUDA the profiler's memcpy records in both
+    directions, the pageable ones (which synchronise with the host) apart."""
+    result = {}
+    for name, changes in (("greedy", {}), ("sampled", SAMPLED)):
+        generation = engine.start(prompt, config.replace(**changes))
+        generation.step()
+        steps = []
+        for _ in range(3):
+            if generation.is_done:
+                break
+            steps.append(_profiled_step(generation.step, engine.pair.device))
+        result[name] = steps
+    return result
+
+
+def _profiled_step(step, device: torch.device) -> dict:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with HostReads() as counter, profile(activities=activities) as profiler:
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    names: dict[str, int] = {}
+    for event in profiler.events():
+        names[event.name] = names.get(event.name, 0) + 1
+    counts = {"python_reads": counter.reads,
+              "profiler_reads": {op: names[op] for op in PROFILED_READS if op in names}}
+    if device.type == "cuda":
+        counts["memcpy_dtoh"] = sum(n for event, n in names.items() if "Memcpy DtoH" in event)
+        counts["memcpy_htod"] = sum(n for event, n in names.items() if "Memcpy HtoD" in event)
+        counts["memcpy_pageable"] = sum(n for event, n in names.items() if "Memcpy" in event and "Pageable" in event)
     return counts
 
 
-def _profiled_copies(step) -> int:
-    """Device-to-host memcpy records in the CUDA profiler's trace of one step (the host-read count
-    where the profiler cannot run: each read of a CUDA tensor is such a copy)."""
-    from torch.profiler import ProfilerActivity, profile
-    try:
-        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
-            step()
-            torch.cuda.synchronize()
-    except RuntimeError as error:
-        log(f"the CUDA profiler did not run ({error}); counting host reads instead")
-        return _host_reads(step)
-    return sum(1 for event in profiler.events() if "Memcpy DtoH" in event.name)
-
-
-def _host_reads(step) -> int:
-    """Host reads of tensor values during one step (engine/decode/readout.py HostReads)."""
-    with HostReads() as counter:
-        step()
-    return len(counter.reads)
+def copies_to_the_host(step: dict) -> int:
+    """A step's device-to-host copies: the CUDA profiler's memcpy records; a CPU has no such copy,
+    so its Python-level host reads (each a copy on a GPU) stand in."""
+    return step["memcpy_dtoh"] if "memcpy_dtoh" in step else len(step["python_reads"])
 
 
 def steps(pair: ModelPair) -> dict:
@@ -188,7 +243,8 @@ def steps(pair: ModelPair) -> dict:
     spec_ms_per_token = sum(step.timing.total for step in later) / sum(step.num_emitted for step in later)
     return {"k": STEP_K, "tokens": trace.summary.new_tokens, "steps": trace.summary.steps,
             "median_step_ms": median, "acceptance": trace.summary.acceptance_rate,
-            "copies_per_step": copies_per_step(engine, STEP_PROMPT, config),
+            "host_syncs": (syncs := host_syncs(engine, STEP_PROMPT, config)),
+            "copies_per_step": [copies_to_the_host(step) for step in syncs["greedy"]],
             "target_only_ms_per_token": only, "target_only_repeats": TIMING_REPEATS,
             "speculative_ms_per_token": spec_ms_per_token,
             "speedup_vs_target_only_graphs": only["static"] / spec_ms_per_token}
@@ -376,8 +432,11 @@ def run(args: argparse.Namespace) -> dict:
     prompts = PROMPTS[:4] if args.small else PROMPTS          # --small: 16 runs a dtype instead of 32
     report["identity"] = [identity(device, dtype, prompts) for dtype in (torch.float32, torch.bfloat16)]
     shapes = ["small"] if args.small else ["default", "7b-target"]
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     folder = Path(args.shapes) if args.shapes else None
+    log(f"identity at the {shapes[0]} shapes (random weights)")
+    report["shape_identity"] = [shape_identity(shapes[0], device, dtype, folder, prompts)
+                                for dtype in (torch.float32, torch.bfloat16)]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     report["costs"], report["predicted"] = {}, {}
     for which in shapes:
         log(f"costs at the {which} shapes (random weights, {str(dtype).removeprefix('torch.')})")
@@ -402,11 +461,16 @@ def checks(report: dict, device: torch.device) -> dict:
     """Correctness, on any device; on a GPU also that the graphs are faster than eager forwards (a CPU
     replays its graphs' eager stand-in, so its two timings differ only by noise)."""
     float32, bfloat16 = report["identity"]
+    syncs = report["steps"]["host_syncs"]
     result = {
         "float32_identical_to_target_only": float32["identical"] == float32["runs"],
         "bfloat16_flips_only_at_near_ties": all(flip["near_tie"] for flip in bfloat16["flips"]),
         "sampled_runs_finish": all(result["sampled_runs_finished"] == 4 for result in report["identity"]),
-        "one_copy_to_the_host_per_step": all(count <= 1 for count in report["steps"]["copies_per_step"]),
+        "one_copy_to_the_host_per_step": all(copies_to_the_host(step) <= 1 for steps in syncs.values() for step in steps),
+        "greedy_steps_read_nothing_else": all(not step["profiler_reads"] for step in syncs["greedy"]),
+        "float32_identical_at_real_shapes": all(result[kind]["identical"] == result[kind]["runs"]
+                                                for result in report["shape_identity"] if result["dtype"] == "float32"
+                                                for kind in ("graphs_target_only", "speculative")),
         "cost_model_within_10_percent_at_every_level": all(abs(level["error"]) <= GOAL_MODEL_ADHERENCE
                                                            for level in report["acceptance_levels"]),
     }

@@ -51,6 +51,37 @@ def test_the_sections_docs_quote_are_there(report):
 
 
 @pytest.mark.gpu_check
+def test_host_reads_counted_by_python_and_by_the_profiler(report):
+    """Greedy and sampled steps each make one Python-level read (the readout's tolist); the profiler
+    sees no other host read in a greedy step, and in a sampled step on a CPU only
+    _local_scalar_dense calls (multinomial's _assert_async reading its check), which HostReads
+    cannot see: the check reports them rather than missing them."""
+    syncs = report["steps"]["host_syncs"]
+    assert len(syncs["greedy"]) == len(syncs["sampled"]) == 3
+    for step in syncs["greedy"] + syncs["sampled"]:
+        assert step["python_reads"] == ["tolist"] and "memcpy_dtoh" not in step
+    assert all(step["profiler_reads"] == {} for step in syncs["greedy"])
+    assert all(set(step["profiler_reads"]) == {"aten::_local_scalar_dense"} for step in syncs["sampled"])
+    assert report["checks"]["greedy_steps_read_nothing_else"]
+
+
+@pytest.mark.gpu_check
+def test_identity_at_the_presets_shapes(report):
+    """At the --small shapes (a GPU run: the presets' real shapes), random weights: float32 target-only
+    on graphs and speculative decoding on graphs equal eager target-only in every run; bfloat16's
+    differences, where any, carry their first differing token, step and top-2 margin."""
+    float32, bfloat16 = report["shape_identity"]
+    assert (float32["dtype"], bfloat16["dtype"]) == ("float32", "bfloat16") and float32["shapes"] == "small"
+    for kind in ("graphs_target_only", "speculative"):
+        assert float32[kind]["runs"] == float32[kind]["identical"] == (4 if kind == "graphs_target_only" else 8)
+        assert bfloat16[kind]["runs"] == float32[kind]["runs"]
+    assert float32["differences"] == []
+    for difference in bfloat16["differences"]:
+        assert difference["token"] >= 0 and difference["step"] >= 0 and difference["margin"] >= 0
+    assert report["checks"]["float32_identical_at_real_shapes"]
+
+
+@pytest.mark.gpu_check
 def test_the_cost_model_holds_at_three_acceptance_levels(report):
     """The target drafting for itself accepts everything, the pair's random draft almost nothing, the
     noisy copy of the target some; at each, measured tok/s is within 10 % of the model's (the

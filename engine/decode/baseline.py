@@ -88,8 +88,13 @@ def first_difference(pair: ModelPair, trace: Trace, reference: tuple[int, ...]) 
     step = first_divergence(trace, reference)
     if step is None:                    # the output is a prefix of the reference: its last step stopped short
         step = len(trace.steps) - 1
-    context = list(trace.prompt.token_ids) + list(reference[:token])
+    return FirstDifference(token=token, step=step,
+                           margin=top2_margin(pair, list(trace.prompt.token_ids) + list(reference[:token])))
+
+
+def top2_margin(pair: ModelPair, context: list[int]) -> float:
+    """The target's top-2 logit difference for the token after `context` (one plain forward)."""
     with torch.inference_mode():
         logits = pair.target(input_ids=torch.tensor([context], device=pair.device)).logits[0, -1, :pair.vocab_size]
     top = torch.topk(logits.float(), 2).values.tolist()
-    return FirstDifference(token=token, step=step, margin=top[0] - top[1])
+    return top[0] - top[1]

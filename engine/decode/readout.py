@@ -52,11 +52,13 @@ def ids(values: list[float]) -> list[int]:
 
 
 class HostReads(TorchFunctionMode):
-    """Counts every read of a tensor's values on the host while active: `tolist`, `item`, `int()`,
-    `bool()` (an `if` on a tensor), `.cpu()`, and indexing with a 0-dim tensor (which reads its value
-    to index). On a GPU each is a device-to-host copy that waits for the device; a CPU has no such
-    copy, so this is how the CPU tests (and scripts/gpu_check.py --device cpu) see what a GPU step
-    would wait for. `torch.overrides.TorchFunctionMode` is public API."""
+    """Counts the reads of a tensor's values on the host that Python code makes while active:
+    `tolist`, `item`, `int()`, `bool()` (an `if` on a tensor), `.cpu()`, `.numpy()`, and indexing
+    with a 0-dim tensor (which reads its value to index). On a GPU each is a device-to-host copy
+    that waits for the device. It sees calls from Python only: a read inside an operator (on a CPU,
+    multinomial's `_assert_async`; `nonzero` under boolean-mask indexing; `torch.equal`) and
+    host-to-device copies pass unseen; scripts/gpu_check.py counts those with the torch profiler.
+    `torch.overrides.TorchFunctionMode` is public API."""
 
     def __init__(self) -> None:
         super().__init__()
