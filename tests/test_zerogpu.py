@@ -28,6 +28,7 @@ import app
 import engine
 from engine.config import SpecConfig
 from specviz.run.handlers import Handlers
+from specviz.serving import device_call
 from specviz.serving.runner import ModelChoice, RunRequest
 from specviz.serving.shared_run import DONE, FAILED
 from specviz.serving.space import ZERO_GPU_ENV, gpu_seconds, on_zero_gpu
@@ -222,7 +223,8 @@ def test_the_conversion_runs_in_a_process_of_its_own():
     assert type(process).__name__ == "SpawnProcess" and process.exitcode == 0
 
 
-def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(spaces, device_work):
+def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(spaces, device_work, monkeypatch):
+    monkeypatch.setattr(device_call, "TRACE_EVERY_S", 0.0)        # every step's trace crosses, to see them all
     _, demo, runner = booted(["--preset", "tiny-random", "--no-hosted"])
     queue = run_handlers(demo).queue
     config = SpecConfig(k=3, max_new_tokens=24, seed=0)
@@ -244,6 +246,17 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
     assert [len(event.trace.steps) for event in stepped] == list(range(1, len(trace.steps) + 1))
     assert stepped[-1].done and stepped[-1].trace.baseline is not None
     assert trace.baseline is not None and trace.baseline.identical       # greedy: target-only output
+
+
+def test_traces_cross_the_call_less_often_than_steps_and_the_last_is_whole(spaces, device_work, monkeypatch):
+    monkeypatch.setattr(device_call, "TRACE_EVERY_S", 3600.0)     # no trace but the last one
+    _, demo, _ = booted(["--no-preload", "--no-hosted"])
+    queue = run_handlers(demo).queue
+    snapshot = wait_ended(joined(queue, RunRequest(TINY, "import os", SpecConfig(k=2, max_new_tokens=16)), "visitor"))
+    stepped = [event for event in spaces.calls[0]["yielded"] if type(event).__name__ == "Stepped"]
+    assert snapshot.phase == DONE and len(stepped) == len(snapshot.trace.steps) > 1
+    assert [event.trace is not None for event in stepped] == [False] * (len(stepped) - 1) + [True]
+    assert [step.index for step in snapshot.trace.steps] == [event.record.index for event in stepped]
 
 
 def test_a_refused_request_keeps_its_sentence_across_the_call(spaces, device_work):

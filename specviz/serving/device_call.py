@@ -17,6 +17,7 @@ The queue's worker opens the call in the context of the request that made the ru
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator
 
@@ -31,6 +32,11 @@ def no_gpu(fn: Callable, **options: Any) -> Callable:
     return fn
 
 
+# A trace crosses the call's edge at most this often (and always at the end): each crossing pickles the
+# whole trace (73 kB after 34 steps of a 128-token tiny run; about 13 ms to pickle on a loaded 2-core
+# CPU), which, sent every step, could cost more than the step itself on a GPU; a page redraws at most
+# every 0.1 s anyway (docs/architecture.md §9).
+TRACE_EVERY_S = 0.1
 LOADING = "loading the models onto the GPU (inside this run's GPU time)"
 
 
@@ -46,11 +52,12 @@ class Started:
 
 @dataclass(frozen=True)
 class Stepped:
-    """One step: its record and the trace so far; `done` on the last, whose trace carries the
-    target-only baseline when the request asked for it."""
+    """One step: its record, and the trace so far when TRACE_EVERY_S has passed since the last one sent
+    (else None); `done` on the last, whose trace is always sent, with the target-only baseline when the
+    request asked for it."""
 
     record: StepRecord
-    trace: Trace
+    trace: Trace | None
     done: bool
 
 
@@ -63,9 +70,10 @@ class Refused:
 
 @dataclass(frozen=True)
 class Broke:
-    """The start or a step failed unexpectedly: what failed (the steps before it came with their events)."""
+    """The start or a step failed unexpectedly: what failed, and the trace recorded before it (None at the start)."""
 
     message: str
+    trace: Trace | None = None
 
 
 Event = Loading | Started | Stepped | Refused | Broke
@@ -95,14 +103,17 @@ class DeviceCall:
             yield Broke(f"{type(error).__name__}: {error}")
             return
         yield Started(generation.trace())
+        sent = time.monotonic()
         while not generation.is_done:
             try:
                 record = generation.step()
-                trace = generation.trace()
+                trace = None
+                if generation.is_done or time.monotonic() - sent >= TRACE_EVERY_S:
+                    trace, sent = generation.trace(), time.monotonic()
                 if generation.is_done and request.with_baseline:
                     trace = self.runner.with_baseline(request, trace)
             except Exception as error:  # becomes the run's failure in the server, with what was recorded
-                yield Broke(f"{type(error).__name__}: {error}")
+                yield Broke(f"{type(error).__name__}: {error}", _recorded(generation))
                 return
             yield Stepped(record, trace, generation.is_done)
 
@@ -113,7 +124,8 @@ def request_seconds(request: RunRequest) -> int:
 
 
 class DeviceCallGeneration:
-    """The run inside an open device call, seen from the server: `step()` takes the call's next step."""
+    """The run inside an open device call, seen from the server: `step()` takes the call's next step;
+    `trace()` is the newest trace the call has sent (the same object until it sends another)."""
 
     def __init__(self, events: Generator[Event, None, None], progress: ProgressFn):
         self._events = events
@@ -139,7 +151,8 @@ class DeviceCallGeneration:
         event = next(self._events)
         if not isinstance(event, Stepped):
             self._failed(event)
-        self._trace, self._done = event.trace, event.done
+        self._trace = event.trace if event.trace is not None else self._trace
+        self._done = event.done
         if self._done:
             for late in self._events:       # the call returns now, so its GPU is released with the run's end
                 self._failed(late)
@@ -158,6 +171,15 @@ class DeviceCallGeneration:
         if isinstance(event, Refused):
             raise RunnerError(event.message)
         if isinstance(event, Broke):
+            self._trace = event.trace if event.trace is not None else self._trace
             raise RuntimeError(event.message)
         raise RuntimeError(f"the GPU call sent {type(event).__name__} out of turn")
 
+
+
+def _recorded(generation: Generation) -> Trace | None:
+    """The steps recorded before a failure, which may not have crossed yet (TRACE_EVERY_S)."""
+    try:
+        return generation.trace()
+    except Exception:  # a broken generation may not even give its partial trace
+        return None

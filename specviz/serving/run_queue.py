@@ -230,7 +230,8 @@ class RunQueue:
                         f"Generation failed: {error}. The steps recorded before it are kept.")
                 return
             if self.clock() - published >= self.publish_interval or generation.is_done:
-                run.publish(generation.trace())
+                if (trace := generation.trace()) is not run.snapshot().trace:   # a GPU call sends traces less often
+                    run.publish(trace)
                 published = self.clock()
         trace = generation.trace()
         if request.with_baseline and trace.baseline is None:      # a GPU call brings its baseline with the last step
