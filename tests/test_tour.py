@@ -212,6 +212,8 @@ def test_each_tab_says_it_shows_the_recording_the_tour_reads(tour):
     demo = build_demo(FakeRunner())
     values = {block.elem_id: str(getattr(block, "value", "")) for block in demo.blocks.values()
               if getattr(block, "elem_id", None)}
+    for chapter in tour.values():                       # each outlined element is on the page, by its id
+        assert chapter.view.outline.split()[0].lstrip("#") in values, chapter.view.outline
     checked = [chapter.view.shows for chapter in tour.values() if chapter.view.shows]
     assert len(checked) == 4
     for selector, words in checked:

@@ -158,4 +158,8 @@ def test_keys_list_and_answer(browser, app):
     page.keyboard.press("Escape")
     page.wait_for_selector(".sv-tour-sheet", state="hidden")
     assert page.evaluate("getComputedStyle(document.querySelector('#sv-race-view')).outlineStyle") == "none"
+    page.goto(app + "#tour=6", wait_until="domcontentloaded")      # the other form of a chapter's link
+    page.wait_for_selector("#sv-timeline .js-plotly-plot")
+    wait_chapter(page, 6, False)
+    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-timeline"
     page.close()

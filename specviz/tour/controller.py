@@ -83,6 +83,16 @@ async function setView(view) {
     throw new Error('nothing to outline at ' + view.outline);
   return target;
 }
+function holds(view) {     // the chapter's view is on screen
+  const tab = document.getElementById('sv-tab-' + view.tab + '-button');
+  const checked = (selector, value) => { const radio = document.querySelector(selector + ' input[value="' +
+    CSS.escape(value) + '"]'); return !!radio && radio.checked; };
+  return !!tab && tab.getAttribute('aria-selected') === 'true' && shown(document.querySelector(view.outline))
+    && (!view.recorded || (checked('#sv-recorded', view.recorded) && text('#sv-status').includes(view.recorded)))
+    && (view.step === undefined || stepShown('#sv-detail', view.step))
+    && (!view.lab_stage || checked('#sv-lab-stage', view.lab_stage))
+    && (view.lab_step === undefined || stepShown('#sv-lab-detail', view.lab_step));
+}
 function free() {         // the part of the screen the sheet leaves: [0, bottom)
   return root.dataset.open === '1' ? sheet.getBoundingClientRect().top : innerHeight;
 }
@@ -118,14 +128,26 @@ async function show(n) {
   outline.textContent = '';
   delete root.dataset.outline;
   try {
-    const target = await setView(JSON.parse(chapters[n - 1].dataset.view));
-    if (mine !== ticket) return;
     const view = JSON.parse(chapters[n - 1].dataset.view);
+    await setView(view);
+    if (mine !== ticket) return;
     outline.textContent = view.outline + ' { OUTLINE_CSS }';
     root.dataset.outline = view.outline;
-    await sleep(250);                       // the tab's charts refit to their boxes (layout.py, REFIT_JS)
+    // Settle: a response still on its way (a tab's refit, a redraw of the run) can move the element or undo the
+    // view; set it again or scroll again until the view holds and the element stays put for two looks.
+    let last = null, still = 0;
+    for (let look = 0; look < 40 && still < 2; look++) {
+      await sleep(250);
+      if (mine !== ticket) return;
+      if (!holds(view)) { last = null; still = 0; await setView(view); continue; }
+      const target = document.querySelector(view.outline);
+      const top = target.getBoundingClientRect().top;
+      if (last !== null && Math.abs(top - last) < 1) { still++; continue; }
+      still = 0;
+      bring(target);
+      last = target.getBoundingClientRect().top;
+    }
     if (mine !== ticket) return;
-    bring(target);
     status.textContent = view.shows && !text(view.shows[0]).includes(view.shows[1])
       ? 'This tab now shows a run of your own, not the recording this chapter quotes: reload the page to see it.' : '';
     root.dataset.ready = String(n);
