@@ -253,3 +253,16 @@ def test_carried_tokens_are_separated_by_a_plain_space_not_a_drawn_one():
     steps[1] = dataclasses.replace(steps[1], carryover=(Token(1, "\n\n"), Token(2, "def")))
     carry = by_meta(timeline_figure(dataclasses.replace(trace, steps=tuple(steps))), "carryover")
     assert list(carry.text) == ["↵↵ def"]
+
+
+def test_the_by_position_shares_never_sit_where_the_model_line_runs():
+    """Issue #33 item 3: the '75 % of 12' label drawn above its bar crossed the model line at α. The shares and
+    counts are tick labels under the axis, so no text is drawn in the plot area the line crosses."""
+    trace = make_trace([4, 1, 0, 2, 3])
+    fig = position_figure(trace)
+    assert all(not getattr(t, "text", None) for t in fig.data), "text drawn inside the plot area"
+    reached = [sum(step.verdicts[i] != "unverified" for step in trace.steps if len(step.verdicts) > i)
+               for i in range(4)]
+    rates = trace.summary.per_position_acceptance
+    assert list(fig.layout.xaxis.ticktext) == [f"d{i + 1}<br>{100 * r:.0f}% of {n}" if r is not None
+                                               else f"d{i + 1}<br>not reached" for i, (r, n) in enumerate(zip(rates, reached))]
