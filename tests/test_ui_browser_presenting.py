@@ -316,3 +316,19 @@ def test_an_uploaded_sweep_sets_the_side_panel(browser, app, tmp_path):  # noqa:
     assert "1 prompt not among the examples" in page.inner_text("#sv-sweep-settings-note")
     assert "Showing an uploaded sweep: 2 cells" in page.inner_text("#sv-sweep-status")
     page.close()
+
+
+HEADING_JS = """() => [...document.querySelectorAll('.sv-lab-text')].filter(e => e.getClientRects().length > 0)
+    .map(e => [parseFloat(getComputedStyle(e.querySelector('h3')).fontSize),
+               parseFloat(getComputedStyle(e.querySelector('p')).fontSize)])"""
+
+
+@pytest.mark.parametrize("mode", ["desktop", "projector"])
+def test_the_lab_heading_is_never_smaller_than_its_paragraph(browser, app, mode):  # noqa: F811
+    """Issue #33 item 4: in large text, Lab's heading 'A. Draft and verify only' was smaller than the paragraph
+    under it (Gradio's .prose h3 has a fixed size, the paragraph grew)."""
+    page = open_mode(browser, app, mode)
+    show_tab(page, "Lab", mode)
+    sizes = page.evaluate(HEADING_JS)
+    page.close()
+    assert sizes and all(heading > paragraph for heading, paragraph in sizes), sizes
