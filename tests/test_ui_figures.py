@@ -214,7 +214,7 @@ def test_token_kinds_differ_by_pattern_as_well_as_colour():
     assert shapes["accepted"] == "" and len({shapes["rejected"], shapes["recovered"], shapes["bonus"]} - {""}) == 3
     kv = kv_cache_figure(make_trace([1, 4]))
     assert by_meta(kv, "draft.cutoff").marker.pattern.shape and not by_meta(kv, "target.cutoff").marker.pattern.shape
-    assert COLORS["accepted"] == "#009E73" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
+    assert COLORS["accepted"] == "#00664A" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
 
 
 def test_acceptance_figures_name_tokens_per_step_and_use_the_one_alpha():
