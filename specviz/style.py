@@ -1,7 +1,10 @@
 """Colours, labels and font sizes shared by every figure and HTML view.
 
 The palette is Okabe-Ito (safe for the common colour-vision deficiencies); each
-verdict also differs in lightness, so a greyscale projector still separates them. Besides
+verdict also differs in lightness, so a greyscale projector still separates them: accepted is a darker
+shade of Okabe-Ito's bluish green and unverified a lighter grey, so that under simulated deuteranopia
+accepted, bonus and unverified sit about 25 apart in CIELAB instead of 15-22 (issue #33 item 5; they stepped
+in lightness 36 / 63 / 87; tests/test_ui_colour_distance.py). Besides
 its colour every kind has its own fill pattern (PATTERNS, the same in every figure; the
 page's chips and text follow it in assets/specviz.css), so a student with a colour-vision
 deficiency tells the kinds apart in every view (tests/test_ui_browser_colour_blind.py).
@@ -16,9 +19,9 @@ from dataclasses import dataclass
 CATEGORIES = ("accepted", "rejected", "unverified", "recovered", "bonus")
 
 COLORS = {
-    "accepted": "#009E73",     # bluish green
+    "accepted": "#00664A",     # bluish green, darkened: the lightness step below bonus and unverified
     "rejected": "#D55E00",     # vermillion
-    "unverified": "#BBBBBB",   # light grey: never checked, dropped with the rejection
+    "unverified": "#DADADA",   # light grey: never checked, dropped with the rejection
     "recovered": "#0072B2",    # blue: target's token resampled after a rejection
     "bonus": "#CC79A7",        # reddish purple: target's free token after a full accept
     "carryover": "#F0E442",    # yellow: fed to the draft model before it drafts
@@ -55,7 +58,7 @@ TEXT_ON = {                    # readable text colour on each fill
     "rejected": "#FFFFFF",
     "unverified": "#333333",
     "recovered": "#FFFFFF",
-    "bonus": "#FFFFFF",
+    "bonus": "#222222",        # dark on the mid-light pink: white was hard to read (issue #33)
     "carryover": "#222222",
 }
 

@@ -93,3 +93,24 @@ def texture_distance(a: Texture, b: Texture) -> float:
     if a.solid:
         return 0.0
     return float(np.abs(a.vector() - b.vector()).sum())
+
+
+def cielab(rgb: np.ndarray) -> np.ndarray:
+    """CIELAB (D65) of float sRGB colours (..., 3), 0-255."""
+    xyz = _to_linear(np.asarray(rgb, dtype=np.float64)) @ np.array([[0.4124, 0.3576, 0.1805],
+                                                                   [0.2126, 0.7152, 0.0722],
+                                                                   [0.0193, 0.1192, 0.9505]]).T
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 216 / 24389, np.cbrt(xyz), (24389 / 27 * xyz + 16) / 116)
+    return np.stack([116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], axis=-1)
+
+
+def seen_by_deuteranope(hex_colour: str) -> np.ndarray:
+    """'#00664A' -> its CIELAB under simulated deuteranopia (Machado 2009)."""
+    rgb = np.array([[[int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]]], dtype=np.uint8)
+    return cielab(deuteranopia(rgb)[0, 0])
+
+
+def delta_e(a: np.ndarray, b: np.ndarray) -> float:
+    """CIE76 colour distance of two CIELAB colours."""
+    return float(np.linalg.norm(np.asarray(a) - np.asarray(b)))

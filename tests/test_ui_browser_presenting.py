@@ -226,32 +226,68 @@ def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch): 
     assert any("the slider label 'k (draft tokens per step)' wraps" in problem for problem in problems)
 
 
-def test_on_a_projector_every_step_table_fits_its_box(browser, app):  # noqa: F811
+STEP_TABLE_MODES = {"desktop 1440": (1440, 900, False), **{m: MODES[m] for m in ("projector", "phone")}}
+
+
+def open_size(browser, url: str, width: int, height: int, large: bool):  # noqa: F811
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(WAIT_MS)
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#sv-timeline .js-plotly-plot")
+    if large:
+        page.check("#sv-large input")
+        page.wait_for_function("document.body.classList.contains('sv-large')")
+    return page
+
+
+@pytest.mark.parametrize("mode", list(STEP_TABLE_MODES))
+def test_every_step_table_fits_its_box_and_keeps_its_why(browser, app, mode):  # noqa: F811
     """Every step of the bundled greedy, sampled and tree runs and of a sampled tree, as its step panel, in
-    the Run tab's detail box at projector size: the draft-vs-target (or the tree walk's) table is no wider
-    than its box, so nothing scrolls sideways."""
-    page = open_mode(browser, app, "projector")
-    show_tab(page, "Run", "projector")
+    the Run tab's detail box at 1440 x 900, on a projector (1280 x 720, large text) and a phone (390 x 844):
+    the draft-vs-target (or the tree walk's) table is no wider than its box, so nothing scrolls sideways, and
+    every filled cell of the columns that carry the "why" (why, verdict, target's choice, the top
+    alternatives, a sampled step's test) is drawn inside the box (issue #33 item 3: 921 px in 876 px at
+    1440, pos..verdict only on a phone, draft top / target top dropped on a projector)."""
+    page = open_size(browser, app, *STEP_TABLE_MODES[mode])
+    page.get_by_role("tab", name="Run", exact=True).click()
+    page.wait_for_selector("#sv-detail .sv-detail", state="visible")
     traces = [load_demo_trace().choices[0][1], dict(load_demo_trace().choices)[SAMPLED_TRACE],
               Trace.load(ASSETS_DIR / "traces" / "lab-T.json"), make_tree_trace(sampling=True)]
-    wide, measured = [], 0
+    wide, hidden, measured = [], [], 0
     for trace in traces:
         for step in trace.steps:
-            table, box, tables = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
+            table, box, tables, unseen = page.evaluate(SHOW_JS, step_detail_html(trace, step.index))
             measured += tables
             if table > box + 1:
                 wide.append(f"{trace.config.temperature:g} step {step.index}: {table} px in {box} px")
-    page.screenshot(path=str(ARTIFACTS / "presenting-projector-tree-walk.png"), full_page=True)
+            hidden += [f"{trace.config.temperature:g} step {step.index}: {cell}" for cell in unseen]
+            if step.index == 1 and trace is traces[1]:
+                page.locator("#sv-detail .sv-table-wrap").first.screenshot(
+                    path=str(ARTIFACTS / f"presenting-step-table-{mode.replace(' ', '-')}.png"))
     page.close()
     assert measured >= sum(len(trace.steps) for trace in traces)      # every step's table was found and measured
-    assert not wide, f"{len(wide)} step tables wider than their boxes: {wide[:3]}"
+    assert not wide, f"{len(wide)} step tables wider than their boxes: {wide}"
+    assert not hidden, f"{len(hidden)} 'why' cells not shown in the box: {hidden[:3]}"
 
 
 # The Run tab's detail box showing `html`: the widest table's width, the box's, and how many tables it holds.
+# With it, the filled cells of the "why" columns that are not drawn inside their box (hidden, or out of it).
 SHOW_JS = """(html) => { const holder = document.querySelector('#sv-detail .sv-detail').parentElement;
     holder.innerHTML = html;
     const wraps = [...holder.querySelectorAll('.sv-table-wrap')];
-    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth)), wraps.length];
+    const why = /^(why|verdict|target's choice|draft top|target top|min\\(1, p\\/q\\)|accept with|draw u)$/;
+    const unseen = [];
+    for (const wrap of wraps) {
+        const w = wrap.getBoundingClientRect();
+        for (const cell of wrap.querySelectorAll('td[data-label]')) {
+            if (!why.test(cell.dataset.label) || !cell.textContent.trim()) continue;
+            const c = cell.getBoundingClientRect();
+            if (cell.getClientRects().length === 0 || c.left < w.left - 1 || c.right > w.right + 1)
+                unseen.push(`${cell.dataset.label}: ${cell.textContent.slice(0, 30)}`);
+        }
+    }
+    return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth)), wraps.length,
+            unseen];
 }"""
 
 
@@ -280,3 +316,19 @@ def test_an_uploaded_sweep_sets_the_side_panel(browser, app, tmp_path):  # noqa:
     assert "1 prompt not among the examples" in page.inner_text("#sv-sweep-settings-note")
     assert "Showing an uploaded sweep: 2 cells" in page.inner_text("#sv-sweep-status")
     page.close()
+
+
+HEADING_JS = """() => [...document.querySelectorAll('.sv-lab-text')].filter(e => e.getClientRects().length > 0)
+    .map(e => [parseFloat(getComputedStyle(e.querySelector('h3')).fontSize),
+               parseFloat(getComputedStyle(e.querySelector('p')).fontSize)])"""
+
+
+@pytest.mark.parametrize("mode", ["desktop", "projector"])
+def test_the_lab_heading_is_never_smaller_than_its_paragraph(browser, app, mode):  # noqa: F811
+    """Issue #33 item 4: in large text, Lab's heading 'A. Draft and verify only' was smaller than the paragraph
+    under it (Gradio's .prose h3 has a fixed size, the paragraph grew)."""
+    page = open_mode(browser, app, mode)
+    show_tab(page, "Lab", mode)
+    sizes = page.evaluate(HEADING_JS)
+    page.close()
+    assert sizes and all(heading > paragraph for heading, paragraph in sizes), sizes

@@ -214,7 +214,7 @@ def test_token_kinds_differ_by_pattern_as_well_as_colour():
     assert shapes["accepted"] == "" and len({shapes["rejected"], shapes["recovered"], shapes["bonus"]} - {""}) == 3
     kv = kv_cache_figure(make_trace([1, 4]))
     assert by_meta(kv, "draft.cutoff").marker.pattern.shape and not by_meta(kv, "target.cutoff").marker.pattern.shape
-    assert COLORS["accepted"] == "#009E73" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
+    assert COLORS["accepted"] == "#00664A" and COLORS["bonus"] == "#CC79A7" and COLORS["recovered"] == "#0072B2"
 
 
 def test_acceptance_figures_name_tokens_per_step_and_use_the_one_alpha():
@@ -253,3 +253,60 @@ def test_carried_tokens_are_separated_by_a_plain_space_not_a_drawn_one():
     steps[1] = dataclasses.replace(steps[1], carryover=(Token(1, "\n\n"), Token(2, "def")))
     carry = by_meta(timeline_figure(dataclasses.replace(trace, steps=tuple(steps))), "carryover")
     assert list(carry.text) == ["↵↵ def"]
+
+
+def test_the_by_position_shares_never_sit_where_the_model_line_runs():
+    """Issue #33 item 3: the '75 % of 12' label drawn above its bar crossed the model line at α. The shares and
+    counts are tick labels under the axis, so no text is drawn in the plot area the line crosses."""
+    trace = make_trace([4, 1, 0, 2, 3])
+    fig = position_figure(trace)
+    assert all(not getattr(t, "text", None) for t in fig.data), "text drawn inside the plot area"
+    reached = [sum(step.verdicts[i] != "unverified" for step in trace.steps if len(step.verdicts) > i)
+               for i in range(4)]
+    rates = trace.summary.per_position_acceptance
+    assert list(fig.layout.xaxis.ticktext) == [f"d{i + 1}<br>{100 * r:.0f}% of {n}" if r is not None
+                                               else f"d{i + 1}<br>not reached" for i, (r, n) in enumerate(zip(rates, reached))]
+
+
+def _font_sizes(value, path=""):
+    """Every explicit font size in a figure's dict, by its path ('layout.annotations.3.font')."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "size" and "font" in path.rsplit(".", 1)[-1] and isinstance(item, (int, float)):
+                yield path, item
+            else:
+                yield from _font_sizes(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _font_sizes(item, f"{path}.{index}")
+
+
+def test_every_chart_text_grows_with_large_text():
+    """Issue #33 item 4: large text enlarged the page but not the charts' heatmap numbers or the tree's node ids.
+    Every explicit font size in every figure (titles, axis titles, ticks, legends, cell text, annotations) is
+    larger with FigureStyle.for_screen(large=True) than without."""
+    from specviz.assets import ASSETS_DIR, load_demo_trace, load_recorded_sweep, load_tree_sweep
+    from specviz.figures.alignment import alignment_figure
+    from specviz.figures.sweep import heatmap_figure, positions_figure, theory_figure
+    from specviz.figures.tree import step_tree_figure
+    from specviz.figures.tree_budget import tree_budget_figure
+    from tree_factory import make_tree_trace
+    greedy = load_demo_trace().trace
+    sweep = load_recorded_sweep(ASSETS_DIR).table
+    builders = {"timeline": lambda s: timeline_figure(greedy, style=s), "kv": lambda s: kv_cache_figure(greedy, style=s),
+                "per step": lambda s: per_step_figure(greedy, s), "position": lambda s: position_figure(greedy, s),
+                "histogram": lambda s: histogram_figure(greedy, s),
+                "heatmap": lambda s: heatmap_figure(sweep, "speedup", s),
+                "theory": lambda s: theory_figure(sweep, 0.0, style=s),
+                "positions": lambda s: positions_figure(sweep, 0.0, style=s),
+                "tree": lambda s: step_tree_figure(make_tree_trace().steps[0], s),
+                "budgets": lambda s: tree_budget_figure(load_tree_sweep(ASSETS_DIR).table, s),
+                "alignment": lambda s: alignment_figure({"A": greedy, "B": greedy}, s)}
+    small = []
+    for name, build in builders.items():
+        normal = dict(_font_sizes(build(FigureStyle.for_screen(False, 1440)).to_dict()))
+        large = dict(_font_sizes(build(FigureStyle.for_screen(True, 1440)).to_dict()))
+        assert normal, name
+        small += [f"{name} {path}: {normal[path]} → {large[path]}" for path in normal
+                  if path in large and large[path] <= normal[path]]
+    assert not small, small

@@ -127,7 +127,7 @@ def check_step(trace: Trace, step: StepRecord) -> None:
         assert "last draft" not in carry and "bonus token" not in carry or previous_of(trace, step).emitted[-1].kind == "bonus"
     # Why each draft got its verdict.
     for position, verdict in enumerate(step.verdicts):
-        reason = re.findall(r"<td class='sv-why'>(.*?)</td>", page)[position]
+        reason = re.findall(r"<td[^>]*class='sv-why'>(.*?)</td>", page)[position]
         reason = html.unescape(reason)
         if verdict == "unverified":
             assert "never checked" in reason

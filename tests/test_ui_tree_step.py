@@ -34,8 +34,8 @@ def text(html: str) -> str:
 def walk_rows(html: str) -> list[tuple[int, str]]:
     """(node id, verdict) of each row of the walk table, in order."""
     return [(int(node), verdict) for node, verdict in
-            re.findall(r"<tr class='sv-(?:accepted|rejected)'><td>\d+</td><td><span class='sv-node-id'>(\d+)</span>"
-                       r".*?<td class='sv-verdict'>. (accepted|rejected)</td>", html)]
+            re.findall(r"<tr class='sv-(?:accepted|rejected)'><td[^>]*>\d+</td><td[^>]*><span class='sv-node-id'>(\d+)</span>"
+                       r".*?<td[^>]*class='sv-verdict'>. (accepted|rejected)</td>", html)]
 
 
 def expected_walk(step: StepRecord) -> list[tuple[int, str]]:

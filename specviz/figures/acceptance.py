@@ -105,9 +105,7 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle(),
     traces = [{
         "type": "bar", "x": labels, "y": [rate if rate is not None else 0.0 for rate in summary.per_position_acceptance],
         "name": BY_POSITION.name, "meta": "per_position", "marker": {"color": COLORS["accepted"]},
-        "text": [f"{percent(rate, 0)}<br>of {n}" if rate is not None else "not reached"
-                 for rate, n in zip(summary.per_position_acceptance, reached)],
-        "textposition": "outside", "cliponaxis": False, "customdata": reached,
+        "customdata": reached,
         "hovertemplate": f"%{{x}}: %{{y:.1%}} accepted of %{{customdata}} times it was checked<br>"
                          f"{hover_tip(BY_POSITION)}<extra></extra>"}]
     if server is not None:
@@ -117,9 +115,15 @@ def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle(),
         traces.append({"type": "scatter", "x": labels, "y": [alpha] * len(labels), "mode": "lines", "meta": "model",
                        "name": f"model: the same {ALPHA.symbol} = {alpha_text(alpha)} at every position",
                        "line": {**MODEL_LINE, "shape": "hvh"}, "hoverinfo": "skip"})
+    # Each bar's share and count sit under it, in its tick label: drawn above the bar they crossed the model
+    # line wherever the share came near α (issue #33 item 3).
+    shares = [f"{label}<br>{percent(rate, 0)} of {n}" if rate is not None else f"{label}<br>not reached"
+              for label, rate, n in zip(labels, summary.per_position_acceptance, reached)]
     return make_figure(traces, POSITION_TITLE, TREE_POSITION_SUBTITLE if tree else POSITION_SUBTITLE, style,
-                       _height(style), xaxis={"title": {"text": "depth in the tree" if tree else "draft position"}},
-                       yaxis={"range": [0, 1.18], "tickformat": ".0%", "title": {"text": "accepted"}})
+                       _height(style) + 2 * style.font_size,
+                       xaxis={"title": {"text": "depth in the tree" if tree else "draft position"},
+                              "tickmode": "array", "tickvals": labels, "ticktext": shares},
+                       yaxis={"range": [0, 1.05], "tickformat": ".0%", "title": {"text": "accepted"}})
 
 
 def _server_bars(server: ServerShare, positions: int) -> dict:

@@ -64,7 +64,7 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         scale |= {"zmin": 0.0, "zmax": 1.0}
     heatmap = {
         "type": "heatmap", "x": list(range(len(ks))), "y": list(range(len(temperatures))), "z": z, "text": text,
-        "texttemplate": "%{text}", "textfont": {"size": min(style.cell_font_size, 14)}, "meta": metric,
+        "texttemplate": "%{text}", "textfont": {"size": style.cell_font_size}, "meta": metric,
         "name": title,
         "customdata": [[[k, t] for k in ks] for t in temperatures], "xgap": 2, "ygap": 2, "showscale": False,
         "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}"

@@ -125,7 +125,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
                                                  else ["after the<br>verify forward", "after the<br>gather"]),
                 "range": [-0.6, 1.6], "showgrid": False, "zeroline": False, "fixedrange": True,
                 "domain": [0.0, gather_share], "anchor": "x2"},
-        annotations=([] if style.narrow else _node_ids(step, rows)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
+        annotations=([] if style.narrow else _node_ids(step, rows, style)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
 
@@ -150,13 +150,13 @@ def _panel_title(text: str, gather_share: float, style: FigureStyle) -> dict[str
             "font": {"size": style.font_size, "color": "#222222"}}
 
 
-def _node_ids(step: StepRecord, rows: dict[Any, int]) -> list[dict[str, Any]]:
+def _node_ids(step: StepRecord, rows: dict[Any, int], style: FigureStyle) -> list[dict[str, Any]]:
     """Each node's id in a small white tag at its cell's top-left corner: the ids the text names."""
     return [{"x": node.depth - CELL_WIDTH / 2, "y": rows[node.id] - CELL_HEIGHT / 2, "xref": "x", "yref": "y",
              "text": str(node.id), "showarrow": False, "xanchor": "left", "yanchor": "top", "xshift": 1,
              "yshift": -1, "bgcolor": "#FFFFFF", "bordercolor": "#222222", "borderwidth": 1, "borderpad": 1,
-             "font": {"size": 10, "color": "#222222", "family": "monospace"}, "captureevents": False,
-             "name": "node id"} for node in step.tree.nodes]
+             "font": {"size": max(9, style.cell_font_size - 2), "color": "#222222", "family": "monospace"},
+             "captureevents": False, "name": "node id"} for node in step.tree.nodes]
 
 
 def _rows(step: StepRecord, extra: EmittedToken | None) -> dict[Any, int]:

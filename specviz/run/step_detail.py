@@ -23,8 +23,8 @@ from specviz.run.cache_story import (CacheStory, are, carried_next, draft_story,
                                      target_story)
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
-                                     tree_depth_limit,
-                                      verdict_reason)
+                                      tree_depth_limit, verdict_reason)
+from specviz.run.step_table import column_names, labelled
 from specviz.run.tree_walk import walk_stop_html, walk_table
 from specviz.style import kind_labels
 from specviz.tokens import chip, number, visible
@@ -176,8 +176,9 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"{_choice(target_label(bonus), AFTER_REJECTION if not reached else 'after the EOS' if ended else '', '' if bonus.known else unknown_target(config))}"
             f"<td class='sv-col-top'></td>"
             f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
-    return (f"<div class='sv-table-wrap'><table class='sv-table'><caption>Draft vs target ({escape(rule)})</caption>"
-            f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
+    kind = "sv-steps sv-stacks" if greedy else "sv-steps sv-stacks sv-sampled"
+    return (f"<div class='sv-table-wrap'><table class='sv-table {kind}'><caption>Draft vs target ({escape(rule)})"
+            f"</caption><thead>{head}</thead><tbody>{labelled(''.join(rows), column_names(head))}</tbody></table></div>")
 
 
 def _unused_because(step: StepRecord, position: int) -> str:

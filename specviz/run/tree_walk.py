@@ -14,6 +14,7 @@ from html import escape
 
 from engine.records import StepRecord, TreeNode
 from specviz.figures.tree_text import extra_token, node_name, ranked_children, stop_node, stop_reason, walk_order
+from specviz.run.step_table import column_names, labelled
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected"}
@@ -45,8 +46,9 @@ def walk_table(step: StepRecord, greedy: bool) -> str:
                     f"<td class='sv-why'>{escape(why)}</td></tr>")
     caption = (f"The walk through this step's tree: the {len(tried)} of {len(tree.nodes)} nodes the target checked, "
                f"level by level, with the node ids of the tree above{_untried(step, tried)} ({rule})")
-    return (f"<div class='sv-table-wrap'><table class='sv-table sv-walk'><caption>{escape(caption)}</caption>"
-            f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table></div>")
+    kind = "sv-walk sv-stacks" + ("" if greedy else " sv-sampled")
+    return (f"<div class='sv-table-wrap'><table class='sv-table {kind}'><caption>{escape(caption)}</caption>"
+            f"<thead>{head}</thead><tbody>{labelled(''.join(rows), column_names(head))}</tbody></table></div>")
 
 
 def _untried(step: StepRecord, tried: list[TreeNode]) -> str:

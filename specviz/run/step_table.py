@@ -1,0 +1,37 @@
+"""A step table's cells carry their column's name (`data-label`), so a narrow box can show the table another
+way without losing a column (issue #33 item 3; the CSS: assets/specviz.css, "Step tables that fit").
+
+A table as wide as its columns (the sampled draft-vs-target table needs about 63 em) overflowed a desktop's
+876 px box, and on a phone only pos..verdict showed, the "why" scrolled out of sight. In a box under 64 em the
+top alternatives move under their row, each named; under 46 em (a phone, a projector's large text) every row
+is a stack of "name value" lines. Every column stays: none is dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape, unescape
+
+_HEAD_CELL = re.compile(r"<th\b[^>]*>(.*?)</th>", re.S)
+_ROW = re.compile(r"(<tr\b[^>]*>)(.*?)(</tr>)", re.S)
+
+
+def column_names(head: str) -> list[str]:
+    """The header row's column names as plain text ('q<br><small>draft prob</small>' -> 'q (draft prob)')."""
+    names = []
+    for cell in _HEAD_CELL.findall(head):
+        main, _, small = cell.partition("<br>")
+        small = re.sub(r"<[^>]+>", "", small).strip()
+        names.append(re.sub(r"<[^>]+>", "", main).strip() + (f" ({small})" if small else ""))
+    return names
+
+
+def labelled(rows: str, names: list[str]) -> str:
+    """`rows` (tr elements) with each td's column name as its data-label, in column order."""
+    quoted = [escape(unescape(name), quote=True) for name in names]
+
+    def label_row(row: re.Match) -> str:
+        cells = iter(quoted)
+        body = re.sub(r"<td\b", lambda _: f"<td data-label='{next(cells, '')}'", row.group(2))
+        return row.group(1) + body + row.group(3)
+    return _ROW.sub(label_row, rows)
