@@ -228,3 +228,24 @@ def test_a_sweep_on_a_server_runs_at_the_servers_k(replay) -> None:
     first = updates[-1].document["runs"][0]
     metrics = greedy[3]
     assert first["acceptance_rate"] == metrics["num_accepted_draft_tokens"] / metrics["num_draft_tokens"]
+
+
+def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:
+    """finish_reason "stop" (an EOS) marks the last step, and only once the run is complete."""
+    from engine.formats.trace import TextTokens
+    from engine.vllm.server_info import ServerInfo
+    from engine.vllm.stream import SpecMetrics, StreamChunk
+    from engine.vllm.to_trace import build_trace, external_config
+    from engine.vllm.transport import ServerAddress
+    body, token_ids, _, metrics = recorded("greedy")
+    info = ServerInfo(ServerAddress("127.0.0.1", 1), "target", "target", 512, "0.32.0", "draft_model", 3, True)
+    chunks = [StreamChunk(1.0 + i, (token,), "x", None) for i, token in enumerate(token_ids)]
+    chunks[-1] = StreamChunk(chunks[-1].time_s, chunks[-1].token_ids, "x", "stop")
+    config = external_config(info, SpecConfig(k=3, raw=True))
+    prompt = TextTokens("abc", tuple(body["prompt"]))
+    done = build_trace(info, config, prompt, chunks, SpecMetrics.from_json(metrics), 0.5, lambda ids: ["x"] * len(ids),
+                       True, "stop")
+    assert [step.eos for step in done.steps] == [False] * (len(done.steps) - 1) + [True]
+    assert Trace.from_json(done.to_json()).steps[-1].eos
+    live = build_trace(info, config, prompt, chunks, None, 0.5, lambda ids: ["x"] * len(ids), False, "stop")
+    assert not any(step.eos for step in live.steps) and not live.complete
