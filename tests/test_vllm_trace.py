@@ -211,25 +211,6 @@ def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
     assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
 
 
-def test_a_sweep_on_a_server_runs_at_the_servers_k(replay) -> None:
-    """app.py's EngineRunner.sweep with a server choice: one run per (temperature, prompt, seed) at the
-    server's k, read back by the strict sweep reader; acceptance is the server's own count."""
-    from app import EngineRunner
-    from engine.formats.sweep_reader import SweepTable
-    from specviz.serving.runner import ModelChoice, SweepRequest
-    greedy, sampled = recorded("greedy"), recorded("sampled")
-    request = SweepRequest(ModelChoice(server=replay.url), (prompt_of(greedy[0]), prompt_of(sampled[0])),
-                           ks=(2, 5), temperatures=(0.0,), seeds=(1,),
-                           config=SpecConfig(k=4, max_new_tokens=24, raw=True))   # the server says 3
-    updates = list(EngineRunner(device="cpu").sweep(request, lambda fraction, message: None))
-    assert [u.done for u in updates] == [1, 2] and updates[-1].total == 2
-    table = SweepTable.from_dict(updates[-1].document)
-    assert [c.k for c in table.cells] == [3] and table.meta["engine"] == "vllm 0.32.0"
-    first = updates[-1].document["runs"][0]
-    metrics = greedy[3]
-    assert first["acceptance_rate"] == metrics["num_accepted_draft_tokens"] / metrics["num_draft_tokens"]
-
-
 def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:
     """finish_reason "stop" (an EOS) marks the last step, and only once the run is complete."""
     from engine.formats.trace import TextTokens
