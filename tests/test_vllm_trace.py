@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import SpecConfig
-from engine.formats.trace import Trace
+from engine.formats.trace import Trace, first_steps
 from engine.vllm.source import VllmGeneration, start_generation
 from engine.vllm.transport import VllmError, parse_address
 from vllm_replay import Faults, ReplayServer, load_recording
@@ -72,6 +72,8 @@ def test_the_trace_splits_the_stream_as_the_server_counted(replay, name) -> None
         assert [t.id for t in step.target[:step.num_emitted]] == [e.id for e in step.emitted]
     again = Trace.from_json(trace.to_json())       # the strict reader: every count and cache adds up
     assert again.to_dict() == trace.to_dict()
+    for count in range(len(trace.steps) + 1):      # a replay's cuts read back too
+        Trace.from_json(first_steps(trace, count).to_json())
 
 
 def test_merged_chunks_make_the_same_trace(replay) -> None:
