@@ -143,9 +143,7 @@ class EngineRunner:
         return self.compute.run(self._with_baseline, request, trace)
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
-        if request.models.server:
-            yield from self._server_sweep(request, progress)
-            return
+        _refuse_server(request.models, "This sweep")   # Explore sweeps a server itself: specviz/explore/server_sweep.py
         self._await_background(request.models, progress)
         yield from self._on_compute_thread(self._sweep(request, progress))
 
@@ -203,33 +201,6 @@ class EngineRunner:
                               request.seeds, self._with_cache(request.config)):
             yield SweepUpdate(done.done, done.total, done.elapsed_s, done.eta_s,
                               sweep_document(done.results, meta))
-
-    def _server_sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
-        """The sweep's temperatures, prompts and seeds on a vLLM server at the server's own k (the request's
-        ks cannot change it), one run at a time (engine/vllm/sweep.py; docs/architecture.md §10)."""
-        import time
-        from engine.vllm.server_info import probe
-        from engine.vllm.sweep import server_runs
-        from engine.vllm.transport import VllmError
-        if self.policy is not None:
-            self.policy.check_config(request.config)
-            self.policy.check_models(request.models)
-        progress(0.0, f"asking the vLLM server at {request.models.server}")
-        total = len(request.temperatures) * len(request.prompts) * len(request.seeds)
-        results, started = [], time.perf_counter()
-        try:
-            info = probe(request.models.server, request.models.server_method)
-            meta = {"preset": None, "draft": "", "target": info.root, "prompts": list(request.prompts),
-                    "ks": [info.k], "temperatures": list(request.temperatures), "seeds": list(request.seeds),
-                    "max_new_tokens": request.config.max_new_tokens, "drafter": info.drafter,
-                    "draft_dtype": info.dtype, "target_dtype": info.dtype, "engine": info.engine}
-            for result in server_runs(info, request.prompts, request.temperatures, request.seeds, request.config):
-                results.append(result)
-                elapsed = time.perf_counter() - started
-                yield SweepUpdate(len(results), total, elapsed, elapsed / len(results) * (total - len(results)),
-                                  sweep_document(results, meta))
-        except VllmError as error:
-            raise RunnerError(str(error)) from None
 
     def _with_cache(self, config: Any) -> Any:
         """The request's config with this server's cache kind where the request left it to the server."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import SpecConfig
-from engine.formats.trace import Trace
+from engine.formats.trace import Trace, first_steps
 from engine.vllm.source import VllmGeneration, start_generation
 from engine.vllm.transport import VllmError, parse_address
 from vllm_replay import Faults, ReplayServer, load_recording
@@ -72,6 +72,8 @@ def test_the_trace_splits_the_stream_as_the_server_counted(replay, name) -> None
         assert [t.id for t in step.target[:step.num_emitted]] == [e.id for e in step.emitted]
     again = Trace.from_json(trace.to_json())       # the strict reader: every count and cache adds up
     assert again.to_dict() == trace.to_dict()
+    for count in range(len(trace.steps) + 1):      # a replay's cuts read back too
+        Trace.from_json(first_steps(trace, count).to_json())
 
 
 def test_merged_chunks_make_the_same_trace(replay) -> None:
@@ -211,20 +213,22 @@ def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
     assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
 
 
-def test_a_sweep_on_a_server_runs_at_the_servers_k(replay) -> None:
-    """app.py's EngineRunner.sweep with a server choice: one run per (temperature, prompt, seed) at the
-    server's k, read back by the strict sweep reader; acceptance is the server's own count."""
-    from app import EngineRunner
-    from engine.formats.sweep_reader import SweepTable
-    from specviz.serving.runner import ModelChoice, SweepRequest
-    greedy, sampled = recorded("greedy"), recorded("sampled")
-    request = SweepRequest(ModelChoice(server=replay.url), (prompt_of(greedy[0]), prompt_of(sampled[0])),
-                           ks=(2, 5), temperatures=(0.0,), seeds=(1,),
-                           config=SpecConfig(k=4, max_new_tokens=24, raw=True))   # the server says 3
-    updates = list(EngineRunner(device="cpu").sweep(request, lambda fraction, message: None))
-    assert [u.done for u in updates] == [1, 2] and updates[-1].total == 2
-    table = SweepTable.from_dict(updates[-1].document)
-    assert [c.k for c in table.cells] == [3] and table.meta["engine"] == "vllm 0.32.0"
-    first = updates[-1].document["runs"][0]
-    metrics = greedy[3]
-    assert first["acceptance_rate"] == metrics["num_accepted_draft_tokens"] / metrics["num_draft_tokens"]
+def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:
+    """finish_reason "stop" (an EOS) marks the last step, and only once the run is complete."""
+    from engine.formats.trace import TextTokens
+    from engine.vllm.server_info import ServerInfo
+    from engine.vllm.stream import SpecMetrics, StreamChunk
+    from engine.vllm.to_trace import build_trace, external_config
+    from engine.vllm.transport import ServerAddress
+    body, token_ids, _, metrics = recorded("greedy")
+    info = ServerInfo(ServerAddress("127.0.0.1", 1), "target", "target", 512, "0.32.0", "draft_model", 3, True)
+    chunks = [StreamChunk(1.0 + i, (token,), "x", None) for i, token in enumerate(token_ids)]
+    chunks[-1] = StreamChunk(chunks[-1].time_s, chunks[-1].token_ids, "x", "stop")
+    config = external_config(info, SpecConfig(k=3, raw=True))
+    prompt = TextTokens("abc", tuple(body["prompt"]))
+    done = build_trace(info, config, prompt, chunks, SpecMetrics.from_json(metrics), 0.5, lambda ids: ["x"] * len(ids),
+                       True, "stop")
+    assert [step.eos for step in done.steps] == [False] * (len(done.steps) - 1) + [True]
+    assert Trace.from_json(done.to_json()).steps[-1].eos
+    live = build_trace(info, config, prompt, chunks, None, 0.5, lambda ids: ["x"] * len(ids), False, "stop")
+    assert not any(step.eos for step in live.steps) and not live.complete

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import TextTokens, Trace
 from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
-from engine.vllm.ngram import propose
+from engine.vllm.ngram import lookup_rule
 from engine.vllm.server_info import ServerInfo
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.transport import VllmError
@@ -43,16 +43,17 @@ class StepTokens:
     proposal: tuple[int, ...] = ()
 
 
-def split_steps(prompt_ids: Sequence[int], chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int,
-                proposer: Proposer | None = None) -> list[StepTokens]:
+def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int,
+                proposer: Proposer | None = None, prompt_ids: Sequence[int] = ()) -> list[StepTokens]:
     """The output's tokens in engine steps: by the per-step arrays when given, else one step per chunk.
 
     vLLM's arrays list only the steps that verified drafts: the prefill never does, and an n-gram
     server drafts nothing where its lookup finds no match. With `proposer` (the n-gram rule) such
-    steps are found by rerunning the rule on the context: one token each, outside the arrays."""
+    steps are found by rerunning the rule on the context (`prompt_ids` + the output so far): one token
+    each, outside the arrays. Without `proposer` every step after the prefill is in the arrays."""
     tokens = [(token, chunk.time_s) for chunk in chunks for token in chunk.token_ids]
     if metrics is None:
-        return _steps_from_chunks(prompt_ids, chunks, k, proposer)
+        return _steps_from_chunks(chunks, k, proposer, prompt_ids)
     arrays = list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
     context, steps, start, used = list(prompt_ids), [], 0, 0
     while start < len(tokens):
@@ -73,8 +74,8 @@ def split_steps(prompt_ids: Sequence[int], chunks: Sequence[StreamChunk], metric
     return steps
 
 
-def _steps_from_chunks(prompt_ids: Sequence[int], chunks: Sequence[StreamChunk], k: int,
-                       proposer: Proposer | None) -> list[StepTokens]:
+def _steps_from_chunks(chunks: Sequence[StreamChunk], k: int, proposer: Proposer | None,
+                       prompt_ids: Sequence[int]) -> list[StepTokens]:
     """A live run's stand-in: the prefill's token, then each chunk as one step (of the rule's drafts, or
     k; a chunk longer than that plus one holds merged steps and is cut into fully accepted ones)."""
     steps: list[StepTokens] = []
@@ -108,16 +109,9 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
     lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
     `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
-    proposer = None
-    if config.drafter == NGRAM_DRAFTER:
-        known = {} if proposals is None else proposals
-
-        def proposer(context: Sequence[int]) -> tuple[int, ...]:
-            if len(context) not in known:       # the context only grows: its length names it
-                known[len(context)] = propose(context, config.ngram_min, config.ngram_max, config.k,
-                                              info.max_model_len)
-            return known[len(context)]
-    steps_tokens = split_steps(prompt.token_ids, chunks, metrics, config.k, proposer)
+    proposer = (lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
+                if config.drafter == NGRAM_DRAFTER else None)
+    steps_tokens = split_steps(chunks, metrics, config.k, proposer, prompt.token_ids)
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
     kv_before, last_s = 0, started_s
