@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import SpecConfig
-from engine.formats.trace import Trace
+from engine.formats.trace import Trace, first_steps
 from engine.vllm.source import VllmGeneration, start_generation
 from engine.vllm.transport import VllmError, parse_address
 from vllm_replay import Faults, ReplayServer, load_recording
@@ -72,6 +72,8 @@ def test_the_trace_splits_the_stream_as_the_server_counted(replay, name) -> None
         assert [t.id for t in step.target[:step.num_emitted]] == [e.id for e in step.emitted]
     again = Trace.from_json(trace.to_json())       # the strict reader: every count and cache adds up
     assert again.to_dict() == trace.to_dict()
+    for count in range(len(trace.steps) + 1):      # a replay's cuts read back too
+        Trace.from_json(first_steps(trace, count).to_json())
 
 
 def test_merged_chunks_make_the_same_trace(replay) -> None:
@@ -175,3 +177,58 @@ def test_nothing_listening_is_one_sentence() -> None:
     with pytest.raises(VllmError) as error:
         start_generation(f"http://127.0.0.1:{free_port()}", "abc", SpecConfig(k=3, raw=True))
     assert "No vLLM server answers" in str(error.value) and one_sentence(str(error.value))
+
+
+NGRAM = load_recording("tiny_ngram_k3")
+
+
+@pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
+def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
+    """vLLM's arrays skip the steps where the lookup found nothing; the rule places them, and its
+    drafts agree with every count and emitted token of the live server, so none stays unknown."""
+    stream = NGRAM["streams"][name]
+    metrics = next(e["metrics"]["speculative_decoding"] for e in stream["events"] if not e.get("choices"))
+    token_ids = tuple(t for e in stream["events"] if e.get("choices") for t in e["choices"][0]["token_ids"])
+    body = stream["body"]
+    prompt = next(p for p, ids in NGRAM["tokenize"].items() if ids == body["prompt"])
+    server = ReplayServer(NGRAM)
+    try:
+        generation = start_generation(server.url, prompt, SpecConfig(k=3, temperature=body["temperature"],
+                                                                     max_new_tokens=body["max_tokens"],
+                                                                     seed=body["seed"], raw=True),
+                                      method="ngram", ngram_lookup=(1, 3))
+        while not generation.is_done:
+            generation.step()
+    finally:
+        server.close()
+    trace = generation.trace()
+    assert trace.output.token_ids == token_ids and trace.config.drafter == "ngram"
+    verify = [s for s in trace.steps[1:] if s.k > 0]
+    assert [s.num_accepted for s in verify] == metrics["per_step_accepted"]
+    assert [s.k for s in verify] == metrics["per_step_drafted"]
+    assert all(s.num_emitted == 1 for s in trace.steps if s.k == 0)
+    assert len(verify) < len(trace.steps) - 1, "every step had a match: the placement of the others is untested"
+    rebuilt = [d for s in verify for d in s.draft[s.num_accepted:]]
+    assert rebuilt and all(d.origin == "reconstructed" and d.id is not None for d in rebuilt)
+    assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
+
+
+def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:
+    """finish_reason "stop" (an EOS) marks the last step, and only once the run is complete."""
+    from engine.formats.trace import TextTokens
+    from engine.vllm.server_info import ServerInfo
+    from engine.vllm.stream import SpecMetrics, StreamChunk
+    from engine.vllm.to_trace import build_trace, external_config
+    from engine.vllm.transport import ServerAddress
+    body, token_ids, _, metrics = recorded("greedy")
+    info = ServerInfo(ServerAddress("127.0.0.1", 1), "target", "target", 512, "0.32.0", "draft_model", 3, True)
+    chunks = [StreamChunk(1.0 + i, (token,), "x", None) for i, token in enumerate(token_ids)]
+    chunks[-1] = StreamChunk(chunks[-1].time_s, chunks[-1].token_ids, "x", "stop")
+    config = external_config(info, SpecConfig(k=3, raw=True))
+    prompt = TextTokens("abc", tuple(body["prompt"]))
+    done = build_trace(info, config, prompt, chunks, SpecMetrics.from_json(metrics), 0.5, lambda ids: ["x"] * len(ids),
+                       True, "stop")
+    assert [step.eos for step in done.steps] == [False] * (len(done.steps) - 1) + [True]
+    assert Trace.from_json(done.to_json()).steps[-1].eos
+    live = build_trace(info, config, prompt, chunks, None, 0.5, lambda ids: ["x"] * len(ids), False, "stop")
+    assert not any(step.eos for step in live.steps) and not live.complete

@@ -15,11 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-RECORDING = Path(__file__).parent / "data" / "vllm" / "tiny_draft_k3.json"
+RECORDINGS = Path(__file__).parent / "data" / "vllm"
 
 
-def load_recording() -> dict[str, Any]:
-    return json.loads(RECORDING.read_text(encoding="utf-8"))
+def load_recording(name: str = "tiny_draft_k3") -> dict[str, Any]:
+    """tiny_draft_k3: the draft-model server; tiny_ngram_k3: the n-gram server (lookup 1..3)."""
+    return json.loads((RECORDINGS / f"{name}.json").read_text(encoding="utf-8"))
 
 
 @dataclass

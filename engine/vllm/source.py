@@ -16,7 +16,7 @@ from engine.formats.trace import TextTokens, Trace
 from engine.records import StepRecord
 from engine.vllm.ngram import DEFAULT_LOOKUP
 from engine.vllm.server_info import ServerInfo, probe
-from engine.vllm.stream import CompletionStream, StreamChunk, completion_body
+from engine.vllm.stream import CompletionStream, SpecMetrics, StreamChunk, completion_body
 from engine.vllm.to_trace import build_trace, external_config
 from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, VllmError, post_json
 
@@ -73,10 +73,16 @@ class VllmGeneration:
         self._returned = 0              # steps handed out by step()
         self._done = False
         self._trace: Trace | None = None
+        self._proposals: dict[int, tuple[int, ...]] = {}    # the n-gram rule's answers by context length
 
     @property
     def is_done(self) -> bool:
         return self._done
+
+    @property
+    def metrics(self) -> SpecMetrics | None:
+        """The server's own per-request speculative metrics, once the run is done."""
+        return self._stream.metrics if self._done else None
 
     def step(self) -> StepRecord:
         """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
@@ -118,13 +124,15 @@ class VllmGeneration:
         if self._trace is None:
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts, self._done, self._stream.finish_reason)
+                                      self._texts, self._done, self._stream.finish_reason, self._proposals)
         return self._trace
 
 
 def start_generation(address: str, prompt: str, config: SpecConfig, method: str = "draft_model", dtype: str = "",
-                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> VllmGeneration:
-    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence)."""
+                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                     ngram_lookup: tuple[int, int] = DEFAULT_LOOKUP) -> VllmGeneration:
+    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence).
+    `ngram_lookup`: the n-gram server's (prompt_lookup_min, prompt_lookup_max), vLLM's (5, 5) unless set."""
     info = probe(address, method, dtype)
     info.check_usable(expected_model)
-    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s)
+    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s, ngram_lookup=ngram_lookup)
