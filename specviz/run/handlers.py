@@ -97,18 +97,17 @@ class Handlers(Stoppable):
 
     @staticmethod
     def _server_interval(shown: dict[str, Any], request: RunRequest, before: Any, style: FigureStyle) -> Outputs:
-        """After a run on a vLLM server: the by-position chart with the whole server's counters over the run
-        beside the run's own (specviz/serving/server_interval.py), or a sentence why they are missing."""
+        """After a run on a vLLM server: the run's last update again, its by-position chart with the whole
+        server's counters over the run beside the run's own (specviz/serving/server_interval.py), or its
+        status with a sentence why they are missing. Whole, not a partial update: Gradio may skip a
+        generator's earlier update when a later one follows at once, and this one must not lose the run."""
         server = share_since(request.models, before)
-        trace, status = shown["trace"], shown["status"]
+        trace, changed = shown["trace"], dict(shown)
         if isinstance(server, str):
-            return tuple(trace if name == "trace" else f"{status} {server}" if name == "status" else gr.update()
-                         for name in Views.names())
-        if server is None or not isinstance(trace, Trace):
-            return tuple(trace if name == "trace" else gr.update() for name in Views.names())
-        figure = position_figure(trace, style=style, server=server)
-        return tuple(trace if name == "trace" else figure if name == "positions" else gr.update()
-                     for name in Views.names())
+            changed["status"] = f"{shown['status']} {server}"
+        elif server is not None and isinstance(trace, Trace):
+            changed["positions"] = position_figure(trace, style=style, server=server)
+        return tuple(changed[name] for name in Views.names())
 
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:
