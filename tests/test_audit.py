@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.audit.marks import RARE, marked_lines
+from engine.audit.marks import RARE, marked_lines, token_kinds
 from engine.audit.runs import EMITTED_SCHEMA, EmittedRun, emitted_document, read_runs
 from engine.audit.score import score_tokens, steps_of
 from engine.config import SpecConfig
@@ -127,11 +127,19 @@ def test_the_cli_prints_the_marked_steps_of_an_emitted_document(pair, tmp_path):
     emitted[4] = int(row.argmin())
     document = tmp_path / "emitted.json"
     document.write_text(json.dumps(emitted_document([
-        EmittedRun("planted", "a test", tuple(prompt_ids), tuple(emitted), 0.7, step_sizes=(1, 2, 2, 5))])))
+        EmittedRun("planted", "a test", tuple(prompt_ids), tuple(emitted), 0.7, step_sizes=(1, 2, 2, 5),
+                   step_drafted=(0, 4, 4, 4))])))
     result = subprocess.run([sys.executable, "-m", "engine.audit", str(document), "--preset", "tiny-random"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "planted (a test): " in result.stdout and "step 2, token 4: " in result.stdout, result.stdout
+    assert "(recovered): p = " in result.stdout and "1 of 2 recovered tokens" in result.stdout, result.stdout
+
+
+def test_token_kinds_follow_the_steps_sizes_and_drafts():
+    assert token_kinds([1, 3, 2, 4], [0, 3, 3, 3]) == [
+        "no drafts", "accepted draft", "accepted draft", "recovered", "accepted draft", "recovered",
+        "accepted draft", "accepted draft", "accepted draft", "bonus"]
 
 
 def test_a_trace_file_is_read_with_its_steps(pair, tmp_path):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
-from engine.audit.marks import RARE, marked_lines
+from engine.audit.marks import RARE, marked_lines, token_kinds
 from engine.audit.runs import read_runs
 from engine.formats.trace import TraceFormatError
 from engine.presets import DEFAULT_PRESET, ModelLoadError
@@ -48,19 +49,29 @@ def main(argv: list[str] | None = None) -> int:
     except ModelLoadError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    marked, tokens, expected, by_kind = 0, 0, 0.0, Counter()
     for run in runs:
         try:
+            kinds = (token_kinds(run.step_sizes, run.step_drafted)
+                     if run.step_sizes is not None and run.step_drafted is not None else None)
             audit = score_tokens(pair, run.prompt_ids, run.token_ids, run.temperature, run.top_k, run.top_p,
-                                 None if run.step_sizes is None else steps_of(run.step_sizes), args.threshold)
+                                 None if run.step_sizes is None else steps_of(run.step_sizes), args.threshold, kinds)
         except ValueError as error:
             print(f"error: {run.name}: {error}", file=sys.stderr)
             return 2
         print(f"{run.name} ({run.engine}): {audit.summary()}")
+        marked, tokens, expected = marked + len(audit.marked), tokens + len(audit.scores), expected + audit.expected_marked
+        by_kind.update(audit.marked_by_kind())
         for line in marked_lines(audit):
             print("  " + line)
         if args.all:
             for score in audit.scores:
-                print(f"    {score.position:4d} step {score.step}: {score.text!r} p = {score.probability:.3g}")
+                print(f"    {score.position:4d} step {score.step} {score.kind or ''}: {score.text!r} "
+                      f"p = {score.probability:.3g}")
+    if len(runs) > 1:
+        kinds = "".join(f", {count} {kind}" for kind, count in by_kind.most_common())
+        print(f"All {len(runs)} runs: {marked} of {tokens} tokens marked{kinds}; sampling from the target itself "
+              f"would mark {expected:.2g} on average.")
     return 0
 
 

@@ -12,11 +12,28 @@ mass on tokens below `RARE`). A run far above it did not sample from the target'
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.records import Alternative
 
 RARE = 1e-6          # "less than once in a million"
+# What emitted a token: an accepted draft, the target's own token after a rejection (recovered) or
+# after all drafts were accepted (bonus), or a step with no drafts (a prefill, target-only)
+KINDS = ("accepted draft", "recovered", "bonus", "no drafts")
+
+
+def token_kinds(step_sizes: Sequence[int], step_drafted: Sequence[int]) -> list[str]:
+    """Each token's kind from the tokens each step emitted and the drafts it verified: a step of s
+    tokens after d drafts emitted s - 1 accepted drafts, then a bonus (s - 1 == d) or a recovered
+    token. (The run's last step may be cut short by the token budget: its last token then reads as
+    recovered.)"""
+    kinds = []
+    for size, drafted in zip(step_sizes, step_drafted):
+        last = "no drafts" if drafted == 0 else "bonus" if size - 1 >= drafted else "recovered"
+        kinds += ["accepted draft"] * (size - 1) + [last] * (size > 0)
+    return kinds
 
 
 @dataclass(frozen=True)
@@ -30,6 +47,7 @@ class TokenScore:
     marked: bool
     margin: float | None = None      # T = 0 only: the argmax's logit minus this token's (0 for the argmax;
                                      # a tiny margin is a near tie that float rounding can flip)
+    kind: str | None = None          # KINDS, when the run says how many drafts each step verified
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,10 @@ class Audit:
         """The steps holding a marked token, in order (tokens without a step are left out)."""
         return tuple(sorted({score.step for score in self.marked if score.step is not None}))
 
+    def marked_by_kind(self) -> dict[str, int]:
+        """How many marked tokens each kind holds (tokens of unknown kind left out)."""
+        return dict(Counter(score.kind for score in self.marked if score.kind is not None))
+
     def summary(self) -> str:
         rule = ("not the target's argmax" if self.temperature == 0 else
                 f"below {self.threshold:g} under the target at T = {self.temperature:g}"
@@ -58,7 +80,11 @@ class Audit:
         where = f" in {len(steps)} step{'s' * (len(steps) != 1)}" if steps else ""
         expected = "" if self.temperature == 0 else (
             f"; sampling from the target itself would mark {self.expected_marked:.2g} on average")
-        return f"{len(self.marked)} of {len(self.scores)} tokens marked{where} ({rule}){expected}."
+        by_kind = self.marked_by_kind()
+        kinds = "" if not by_kind else "; " + ", ".join(
+            f"{by_kind[kind]} of {sum(score.kind == kind for score in self.scores)} {kind} tokens"
+            for kind in KINDS if kind in by_kind)
+        return f"{len(self.marked)} of {len(self.scores)} tokens marked{where} ({rule}){kinds}{expected}."
 
 
 def marked_lines(audit: Audit) -> list[str]:
@@ -69,5 +95,6 @@ def marked_lines(audit: Audit) -> list[str]:
         top = ", ".join(f"{alt.text!r} {alt.prob:.3g}" for alt in score.top)
         given = (f"softmax {score.probability:.3g}, margin {score.margin:.3g} below the argmax"
                  if audit.temperature == 0 and score.margin is not None else f"p = {score.probability:.3g}")
-        lines.append(f"{where}: {score.text!r} (id {score.token_id}): {given}; the target's top: {top}")
+        kind = f" ({score.kind})" if score.kind else ""
+        lines.append(f"{where}: {score.text!r} (id {score.token_id}){kind}: {given}; the target's top: {top}")
     return lines

@@ -22,13 +22,16 @@ TOP = 3               # alternatives shown beside a marked token
 
 def score_tokens(pair: ModelPair, prompt_ids: Sequence[int], emitted_ids: Sequence[int], temperature: float,
                  top_k: int = 0, top_p: float = 1.0, steps: Sequence[int] | None = None,
-                 threshold: float = RARE) -> Audit:
+                 threshold: float = RARE, kinds: Sequence[str] | None = None) -> Audit:
     """The target's probability of each emitted token given the prompt and the tokens before it.
-    `steps` (one per emitted token, optional) names the engine step that emitted each."""
+    `steps` and `kinds` (one per emitted token, optional: marks.token_kinds) name the engine step
+    that emitted each and how."""
     if not prompt_ids:
         raise ValueError("the prompt has no tokens: the first emitted token has nothing to be scored after")
     if steps is not None and len(steps) != len(emitted_ids):
         raise ValueError(f"{len(steps)} step numbers for {len(emitted_ids)} emitted tokens: give one per token")
+    if kinds is not None and len(kinds) != len(emitted_ids):
+        raise ValueError(f"{len(kinds)} token kinds for {len(emitted_ids)} emitted tokens: give one per token")
     if not emitted_ids:
         return Audit(temperature, top_k, top_p, threshold, (), 0.0)
     params = SamplingParams(temperature, top_k, top_p)
@@ -57,7 +60,8 @@ def score_tokens(pair: ModelPair, prompt_ids: Sequence[int], emitted_ids: Sequen
         alternatives = tuple(Alternative(int(t), pair.token_text(int(t)), float(q))
                              for t, q in zip(top.indices[i].tolist(), top.values[i].tolist()))
         text = pair.token_text(token) if known else f"<id {token}, past the shared vocabulary>"
-        scores.append(TokenScore(i, None if steps is None else steps[i], token, text, p, alternatives, marked, margin))
+        scores.append(TokenScore(i, None if steps is None else steps[i], token, text, p, alternatives, marked, margin,
+                                 None if kinds is None else kinds[i]))
     return Audit(temperature, top_k, top_p, threshold, tuple(scores), float(rare_mass.double().sum()))
 
 
