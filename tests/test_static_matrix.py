@@ -26,7 +26,7 @@ from engine.decode.baseline import target_only
 from engine.decode.pair import ModelPair
 from engine.decode.speculative import SpeculativeEngine
 from engine.formats.trace import Trace
-from engine.loading.tiny import DEFAULT_DRAFT_NOISE, HEAD_SCALE, INIT_STD, _add_noise, build_tiny_tokenizer
+from engine.loading.tiny import DEFAULT_DRAFT_NOISE, HEAD_SCALE, INIT_STD, add_noise, build_tiny_tokenizer
 from engine.runtime.static_cache import StaticKV, static_cache_refusal
 from oracles import replaying_graphs
 
@@ -67,7 +67,7 @@ def tiny_pair(config: PretrainedConfig, seed: int = 0) -> ModelPair:
         target.get_output_embeddings().weight.mul_(HEAD_SCALE)       # peaked next-token distributions: no near ties
     target.eval().requires_grad_(False)
     draft = copy.deepcopy(target)
-    _add_noise(draft, DEFAULT_DRAFT_NOISE, seed)
+    add_noise(draft, DEFAULT_DRAFT_NOISE, seed)
     return ModelPair(target=target, draft=draft, tokenizer=TOKENIZER, target_name=f"tiny {config.model_type}",
                      draft_name=f"noisy tiny {config.model_type}", device=torch.device("cpu"), target_dtype="float32",
                      draft_dtype="float32", preset=None, default_drafter=MODEL_DRAFTER)
