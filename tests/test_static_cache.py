@@ -188,7 +188,9 @@ def test_a_finished_run_cannot_use_the_runner_it_gave_back():
             generation.target.forward([5], num_logits=1)
 
 
-def test_a_run_longer_than_every_runner_regrows_one():
+def test_a_run_longer_than_every_runner_gets_a_larger_one_and_short_runs_keep_the_small_one():
+    """A long run gets a new 512-row runner; the 256-row one stays, and the short run after it runs
+    there (not on the long run's cache, whose extra rows every forward would read)."""
     pair = build_tiny_pair(seed=0, max_context=2048)
     pair.pool_settings = {role: PoolSettings(rows, "eager-replay") for role, rows in GRAPH_ROWS.items()}
     pool = pair.runner_pool("target")
@@ -197,7 +199,10 @@ def test_a_run_longer_than_every_runner_regrows_one():
     engine = SpeculativeEngine(pair)
     config = SpecConfig(k=4, max_new_tokens=300, cache="static")
     trace = assert_static_matches_dynamic_target_only(engine, "a long run", config)
-    assert trace.steps[-1].kv_target.capacity == 512 and pool.num_runners == 1
+    assert trace.steps[-1].kv_target.capacity == 512 and pool.num_runners == 2
+    short = assert_static_matches_dynamic_target_only(engine, "a short run", config.replace(max_new_tokens=20))
+    assert {step.kv_target.capacity for step in short.steps} == {256}
+    assert sorted(runner.kv.capacity for runner in pool.free_runners) == [256, 512]
 
 
 def test_capture_leaves_an_empty_cache():

@@ -3,8 +3,9 @@
 
 Tiny random models built in code (no files): Llama (SmolLM2, tiny-random), Qwen2 (the Qwen presets,
 and with its sliding layers on), GPT-2 (the gpt2 preset: multi-head attention, a config with no
-`num_key_value_heads`), Mistral with a sliding window of 16 and of 128 (every run reaches the
-window's edge), Phi3 and Gemma2 (sliding and full layers alternating, a head_dim of its own). Each
+`num_key_value_heads`), Mistral with a sliding window of 16 (every run reaches the window's
+edge), of 128 (less than the runner's 256 rows) and of 256 (as many: transformers' sliding layer
+would fit the mask there, and its host counter, never rewound, would drift with every cut), Phi3 and Gemma2 (sliding and full layers alternating, a head_dim of its own). Each
 with a noisy copy as its draft, so drafts are both accepted and cut. On one engine, so a static
 cache's runner serves run after run: greedy speculative output against target-only decoding on a
 dynamic cache (itself checked against transformers' `generate`), and every KV record against the
@@ -42,6 +43,7 @@ ARCHITECTURES: dict[str, PretrainedConfig] = {
     "gpt2": GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **SHAPE),
     "mistral-window-16": MistralConfig(**ATTENTION, **SHAPE, sliding_window=16),
     "mistral-window-128": MistralConfig(**ATTENTION, **SHAPE, sliding_window=128),
+    "mistral-window-256": MistralConfig(**ATTENTION, **SHAPE, sliding_window=256),   # = the runner's 256 rows
     "phi3": Phi3Config(**ATTENTION, **SHAPE),
     "gemma2": Gemma2Config(**ATTENTION, **SHAPE, head_dim=24, sliding_window=32),
 }

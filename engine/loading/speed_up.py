@@ -23,6 +23,7 @@ from engine.runtime.cpu.kernels import (NO_FILES, kernel_of, prepack_linear_laye
 from engine.presets import first_line
 from engine.runtime.cpu.int8_store import Int8Store
 from engine.runtime.cpu.kernel_probe import probe_prepacked
+from engine.runtime.static_cache import static_cache_refusal
 from engine.runtime.static_runner import PoolSettings
 
 Progress = Callable[[float, str], None]
@@ -82,14 +83,20 @@ def prepare_static_runners(pair: ModelPair, backend: str | None, rows: int = PRE
 
 def _capture_graphs(pair: ModelPair, report: Progress) -> None:
     """The CUDA path at load: graphs captured now, not at the first Run, then the device's costs
-    measured on them. A capture that fails leaves eager static forwards, and says why."""
+    measured on them. A capture that fails leaves that runner's static forwards eager, and says why;
+    a model the static cache cannot hold says why and is measured on the dynamic cache."""
+    refusal = next(filter(None, (static_cache_refusal(model) for model in (pair.target, pair.draft)
+                                 if model is not None)), None)
+    if refusal is not None:
+        report(0.95, f"no CUDA graphs: {refusal}")
+        pair.device_costs = measure_costs(pair, "dynamic")
+        return
     report(0.95, "capturing CUDA graphs (one per row count: the target's decode and verifies of k + 1 tokens, "
                  "the draft's one and two tokens)")
-    try:
-        capture_s = prepare_static_runners(pair, "cuda")
-    except RuntimeError as error:
-        report(0.96, f"CUDA graph capture failed ({first_line(error)}); the static cache runs eagerly")
-        capture_s = prepare_static_runners(pair, None)
+    capture_s = prepare_static_runners(pair, "cuda")
+    for role, pool in pair.static_pools.items():
+        if pool.eager_reason is not None:
+            report(0.96, f"the {role}: {pool.eager_reason}")
     report(0.98, f"measuring this GPU's costs (graphs captured in {capture_s:.1f} s)")
     pair.device_costs = measure_costs(pair, "static")
 

@@ -9,8 +9,18 @@ same cache, so nothing depends on which shapes were captured but the speed.
 A graph is bound to the addresses of the buffers it was captured on, so runners are kept and
 reused run after run: `RunnerPool` lends one to each run in progress (two sessions' runs
 interleave step by step on the compute thread, engine/runtime/compute_thread.py, and each needs
-its own cache) and takes it back when the run ends or its cache is garbage-collected. A run
-longer than every free runner's capacity regrows one (new buffers, graphs captured again).
+its own cache) and takes it back when the run ends or its cache is garbage-collected.
+
+A runner is sized to its run: a run borrows the smallest free runner that holds it, and a run
+longer than every free runner gets a new, larger one (new buffers, graphs captured) while the
+smaller runners stay for the short runs after it (attention reads every row of the cache, so a
+short run on a long run's cache pays for rows it never uses: ~8 % a token at 512 rows on an H200,
+issue #34). The pool keeps at most MAX_IDLE_RUNNERS free, dropping the largest first.
+
+A capture can fail at Run time too (a new runner for a longer run, a second run at once: out of
+memory, another capture in progress): that runner then runs eagerly, on the same static cache, and
+says why (`StaticRunner.eager_reason`, also on its pool). Everything a runner does on a GPU runs
+with that GPU current (runtime/cuda/device.py), so a pair on `cuda:N` captures and replays there.
 """
 
 from __future__ import annotations
@@ -22,11 +32,14 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from engine.presets import first_line
 from engine.runtime.cuda.attention import pinned_attention
+from engine.runtime.cuda.device import on_device
 from engine.runtime.cuda.graphs import Replayable, capture, new_pool
 from engine.runtime.static_cache import StaticKV
 
 MIN_CAPACITY = 256          # rows; capacities are powers of two from here (attention reads every row)
+MAX_IDLE_RUNNERS = 3        # free runners a pool keeps (each holds its buffers and its graphs' memory)
 
 
 def capacity_for(rows: int) -> int:
@@ -47,8 +60,15 @@ class StaticRunner:
         self.backend = backend
         self.graphs: dict[int, Replayable] = {}
         self.capture_s = 0.0
+        self.eager_reason: str | None = None     # why this runner has no graphs although its pool captures them
         if backend is not None and graph_rows:
-            self._capture(graph_rows)
+            try:
+                self._capture(graph_rows)
+            except RuntimeError as error:        # CUDA's errors (out of memory, a capture already running)
+                self.graphs.clear()
+                self.kv.reset()
+                self.eager_reason = (f"the graph capture for a {capacity}-row cache failed ({first_line(error)}): "
+                                     "its forwards run eagerly")
 
     @property
     def device(self) -> torch.device:
@@ -64,10 +84,11 @@ class StaticRunner:
         widened here to the cache's capacity; it runs eagerly."""
         rows = input_ids.shape[-1]
         if not self.kv.room(rows):
-            raise ValueError(f"the static cache holds {self.kv.capacity} rows; {self.kv.length} + {rows} do not fit")
+            window = " (the model's attention window)" if self.kv.limit < self.kv.capacity else ""
+            raise ValueError(f"the static cache holds {self.kv.limit} rows{window}; {self.kv.length} + {rows} do not fit")
         start = self.kv.length
         graph = self.graphs.get(rows) if mask is None and positions is None else None
-        with pinned_attention(self.device):
+        with on_device(self.device), pinned_attention(self.device):
             if graph is not None:
                 graph.input_ids.copy_(input_ids.view(1, rows))
                 graph.positions.copy_(self.kv.columns[start:start + rows][None])
@@ -93,8 +114,8 @@ class StaticRunner:
         """Capture a graph per row count, largest first into one pool (each fits in what the largest
         left). The cache is empty: the warm-ups write rows that the first real forward overwrites."""
         started = time.perf_counter()
-        pool = new_pool(self.backend)
-        with torch.inference_mode(), pinned_attention(self.device):
+        pool = new_pool(self.backend, self.device)
+        with torch.inference_mode(), on_device(self.device), pinned_attention(self.device):
             for rows in sorted(set(graph_rows), reverse=True):
                 if rows <= self.kv.capacity:
                     self.graphs[rows] = capture(self.backend, self._graph_forward, rows, self.device, pool,
@@ -134,6 +155,7 @@ class RunnerPool:
         self._free: list[StaticRunner] = []
         self.num_runners = 0
         self.capture_s = 0.0          # every capture so far, seconds (the load status and bench report it)
+        self.eager_reason: str | None = None   # the last failed capture's sentence, if any
 
     @property
     def free_runners(self) -> tuple[StaticRunner, ...]:
@@ -147,27 +169,35 @@ class RunnerPool:
         """Build a runner for runs of up to `rows` rows now (at load: its graphs are captured then,
         not at the first Run) and keep it free."""
         runner = self._new(rows)
-        self._free.append(runner)
+        self._give_back(runner)
         return runner
 
     def lend(self, borrower: object, rows: int) -> Lease:
-        """A runner with room for `rows` rows, its cache empty, kept from other runs until the lease
-        ends: `Lease.end()` (a finished run) or `borrower` garbage-collected (an abandoned one)."""
+        """The smallest free runner with room for `rows` rows (a new one of the run's size if none
+        holds it), its cache empty, kept from other runs until the lease ends: `Lease.end()` (a
+        finished run) or `borrower` garbage-collected (an abandoned one)."""
         fitting = [runner for runner in self._free if runner.kv.capacity >= rows]
         if fitting:
             runner = min(fitting, key=lambda candidate: candidate.kv.capacity)
             self._free.remove(runner)
-        elif self._free:                    # regrow a free runner: new buffers, graphs captured again
-            self._free.pop(0)
-            self.num_runners -= 1
-            runner = self._new(rows)
         else:
             runner = self._new(rows)
         runner.kv.reset()
-        return Lease(runner, weakref.finalize(borrower, self._free.append, runner))
+        return Lease(runner, weakref.finalize(borrower, self._give_back, runner))
+
+    def _give_back(self, runner: StaticRunner) -> None:
+        """A runner is free again; past MAX_IDLE_RUNNERS free ones, the largest go (a long run's
+        cache is rebuilt if another long run comes)."""
+        self._free.append(runner)
+        while len(self._free) > MAX_IDLE_RUNNERS:
+            largest = max(self._free, key=lambda candidate: candidate.kv.capacity)
+            self._free.remove(largest)
+            self.num_runners -= 1
 
     def _new(self, rows: int) -> StaticRunner:
         runner = StaticRunner(self.model, capacity_for(rows), self.settings.graph_rows, self.settings.backend)
         self.num_runners += 1
         self.capture_s += runner.capture_s
+        if runner.eager_reason is not None:
+            self.eager_reason = runner.eager_reason
         return runner

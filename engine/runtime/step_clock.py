@@ -3,7 +3,8 @@
 On a CPU the host clock is the device's clock. A GPU runs behind the host: its phases are
 timed with CUDA events recorded between them, read once the step's one copy to the host has
 waited for the device anyway (readout.py), so timing adds no sync. On Apple's MPS, which has
-no such events in torch, each mark waits for the device (as every timing did before).
+no such events in torch, each mark waits for the device (as every timing did before). An event is
+recorded on the clock's own GPU's current stream (`cuda:N`, not whichever device is current).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class StepClock:
     def mark(self) -> torch.cuda.Event | float:
         if self.is_cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))
             return event
         if self.device.type == "mps":
             torch.mps.synchronize()

@@ -8,7 +8,8 @@ model size), a replay pays one (docs/benchmark.md, "GPU").
 
 The captured forward writes its keys and values at the static cache's device pointer and
 moves it (runtime/static_cache.py), reads position ids from its buffer and builds its mask
-from them, so one graph serves every position. `EagerReplay` runs the same buffers and the
+from them, so one graph serves every position. Capture, pool and replay use the graph's own GPU
+(device.py: a `cuda:1` pair's graphs live and replay on cuda:1). `EagerReplay` runs the same buffers and the
 same forward without a graph: the CPU tests prove the dispatch (which graph for which rows,
 what is copied where) with it, since a CPU has no graphs.
 """
@@ -19,6 +20,8 @@ import time
 from typing import Callable, Protocol
 
 import torch
+
+from engine.runtime.cuda.device import on_device
 
 Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]   # (input ids (1, T), positions (1, T)) -> (T, V)
 GRAPH_BACKENDS = ("cuda", "eager-replay")
@@ -41,24 +44,27 @@ class CapturedGraph:
                  reset: Callable[[], None], warmups: int = 2):
         started = time.perf_counter()
         self.rows = rows
-        self.input_ids = torch.zeros((1, rows), dtype=torch.long, device=device)
-        self.positions = torch.arange(rows, device=device)[None]
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):                # warm-up: lazy inits and autotuning outside the capture
-            for _ in range(warmups):
-                forward(self.input_ids, self.positions)
-                reset()
-        torch.cuda.current_stream(device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
-            self.output = forward(self.input_ids, self.positions)          # (rows, V), lives in the pool
-        reset()
-        torch.cuda.synchronize(device)
+        self.device = device
+        with on_device(device):
+            self.input_ids = torch.zeros((1, rows), dtype=torch.long, device=device)
+            self.positions = torch.arange(rows, device=device)[None]
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):                # warm-up: lazy inits and autotuning outside the capture
+                for _ in range(warmups):
+                    forward(self.input_ids, self.positions)
+                    reset()
+            torch.cuda.current_stream(device).wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, pool=pool):
+                self.output = forward(self.input_ids, self.positions)          # (rows, V), lives in the pool
+            reset()
+            torch.cuda.synchronize(device)
         self.capture_s = time.perf_counter() - started
 
     def replay(self) -> torch.Tensor:
-        self.graph.replay()
+        with on_device(self.device):
+            self.graph.replay()
         return self.output
 
 
@@ -86,6 +92,9 @@ def capture(backend: str, forward: Forward, rows: int, device: torch.device, poo
     raise ValueError(f"graph backend must be one of {', '.join(GRAPH_BACKENDS)}, got {backend!r}")
 
 
-def new_pool(backend: str) -> object:
-    """A memory pool the graphs of one model share (captured largest first, so it fits them all)."""
-    return torch.cuda.graph_pool_handle() if backend == "cuda" else None
+def new_pool(backend: str, device: torch.device) -> object:
+    """A memory pool the graphs of one model share (captured largest first, so it fits them all), on its GPU."""
+    if backend != "cuda":
+        return None
+    with on_device(device):
+        return torch.cuda.graph_pool_handle()
