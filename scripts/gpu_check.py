@@ -214,18 +214,27 @@ def host_syncs(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> di
     return result
 
 
-def _profiled_step(step, device: torch.device) -> dict:
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with HostReads() as counter, profile(activities=activities) as profiler:
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+def _profiled_step(step, device: torch.device, cuda_profiler: bool = True) -> dict:
+    """One step under HostReads and the profiler (CUDA's too on a GPU; where it cannot start, the
+    CPU's alone, logged, and the step's counts say so)."""
+    with_cuda = device.type == "cuda" and cuda_profiler
+    try:
+        with HostReads() as counter, profile(activities=[ProfilerActivity.CPU]
+                                             + ([ProfilerActivity.CUDA] if with_cuda else [])) as profiler:
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+    except RuntimeError as error:
+        if not with_cuda:
+            raise
+        log(f"the CUDA profiler did not run ({error}); the CPU's alone")
+        return _profiled_step(step, device, cuda_profiler=False) | {"cuda_profiler_error": str(error).splitlines()[0]}
     names: dict[str, int] = {}
     for event in profiler.events():
         names[event.name] = names.get(event.name, 0) + 1
     counts = {"python_reads": counter.reads,
               "profiler_reads": {op: names[op] for op in PROFILED_READS if op in names}}
-    if device.type == "cuda":
+    if with_cuda:
         counts["memcpy_dtoh"] = sum(n for event, n in names.items() if "Memcpy DtoH" in event)
         counts["memcpy_htod"] = sum(n for event, n in names.items() if "Memcpy HtoD" in event)
         counts["memcpy_pageable"] = sum(n for event, n in names.items() if "Memcpy" in event and "Pageable" in event)
