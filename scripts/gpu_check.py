@@ -9,16 +9,23 @@ One JSON document on stdout (progress on stderr); exit status 1 if a check fails
   decoding on a dynamic, eager cache (an implementation sharing none of the pointer, masks or
   graphs): float32 must be identical; each bfloat16 flip is listed with the target's top-2 logit
   margin where it happened (a near tie); sampled runs must finish.
+- shape_identity: the same at the presets' real shapes (random weights): target-only on graphs and
+  speculative decoding on graphs, each against eager target-only, float32 and bfloat16, with the
+  first differing token, its step and top-2 margin for every difference; float32 must have none.
 - costs: one target token, one draft token and a verify of k + 1 tokens for each k, eager
   (dynamic cache) against CUDA graphs (static cache), at the presets' shapes with random weights
-  (a forward's cost depends on shapes, not values), and the graphs' capture time.
-- steps: the engine's step breakdown (draft, verify, and engine work outside the forwards), the
-  device-to-host copies a step makes, and target-only decoding eager against graphs.
+  (a forward's cost depends on shapes, not values), and the graphs' capture time; each figure the
+  median of 3 probes.
+- steps: the engine's step breakdown (draft, verify, and engine work outside the forwards),
+  target-only decoding eager against graphs (median of 3 runs after a warm-up), and what greedy
+  and sampled steps read on the host (HostReads, the torch profiler, CUDA memcpy records both ways).
+- acceptance_levels: the cost model against measured tok/s at three acceptance levels: the target
+  drafting for itself (about 1), the target plus noise (`--perturbation`, in between), the pair's
+  random draft (about 0); the engine's own work per step is in the model; within 10 % at each.
 - predicted: the speedups those costs give at the acceptance the real weights showed on a CPU
   (assets/sweeps/qwen-coder.json for the draft model; benchmarks/data/qwen-coder-ngram-edits.json
   for n-gram lookup on prompts that quote what they edit). Random weights accept nothing, so these
-  are predictions, marked as such; the run also checks the cost model itself at the acceptance
-  the random pair does show.
+  are predictions, marked as such.
 
 Needs torch, transformers and tokenizers only, and no network. --shapes names a folder with
 draft/config.json and target/{config.json, tokenizer files} (the default pair's converted cache
@@ -29,13 +36,14 @@ by the tiny character tokenizer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -73,6 +81,8 @@ GOAL_ENGINE_MS = 1.0           # engine work outside the forwards, per step
 GOAL_MODEL_ADHERENCE = 0.10    # measured tok/s within 10 % of the cost model's at every acceptance level
 TIMING_REPEATS = 3             # every timed row: the median of this many repeats, after a warm-up
 LEVEL_K, LEVEL_TOKENS, LEVEL_REPEATS = 5, 48, 7
+LEVEL_PROBES = 4               # a level's repeat: the mean of 4 probes (a probe times ~10 forwards: on a busy
+                               # host its median favours the quiet moments a run of 48 tokens averages over)
 DEFAULT_PERTURBATION = 0.02    # the in-between level's draft: the target plus this much noise (x each weight's std)
 NOISE_SEED = 7
 MODEL_SWEEP = ROOT / "assets" / "sweeps" / "qwen-coder.json"
@@ -204,18 +214,27 @@ def host_syncs(engine: SpeculativeEngine, prompt: str, config: SpecConfig) -> di
     return result
 
 
-def _profiled_step(step, device: torch.device) -> dict:
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with HostReads() as counter, profile(activities=activities) as profiler:
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+def _profiled_step(step, device: torch.device, cuda_profiler: bool = True) -> dict:
+    """One step under HostReads and the profiler (CUDA's too on a GPU; where it cannot start, the
+    CPU's alone, logged, and the step's counts say so)."""
+    with_cuda = device.type == "cuda" and cuda_profiler
+    try:
+        with HostReads() as counter, profile(activities=[ProfilerActivity.CPU]
+                                             + ([ProfilerActivity.CUDA] if with_cuda else [])) as profiler:
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+    except RuntimeError as error:
+        if not with_cuda:
+            raise
+        log(f"the CUDA profiler did not run ({error}); the CPU's alone")
+        return _profiled_step(step, device, cuda_profiler=False) | {"cuda_profiler_error": str(error).splitlines()[0]}
     names: dict[str, int] = {}
     for event in profiler.events():
         names[event.name] = names.get(event.name, 0) + 1
     counts = {"python_reads": counter.reads,
               "profiler_reads": {op: names[op] for op in PROFILED_READS if op in names}}
-    if device.type == "cuda":
+    if with_cuda:
         counts["memcpy_dtoh"] = sum(n for event, n in names.items() if "Memcpy DtoH" in event)
         counts["memcpy_htod"] = sum(n for event, n in names.items() if "Memcpy HtoD" in event)
         counts["memcpy_pageable"] = sum(n for event, n in names.items() if "Memcpy" in event and "Pageable" in event)
@@ -273,27 +292,29 @@ def level_pairs(pair: ModelPair, perturbation: float) -> Iterator[tuple[str, Mod
     yield "random", dataclasses.replace(pair, pool_settings={}, static_pools={}), "the pair's own random draft"
 
 
-def median_costs(pair: ModelPair, cache: str) -> DeviceCosts:
-    """The cost probe (engine/loading/cost_probe.py, its own warm-up) run TIMING_REPEATS times, each
-    figure the median of the runs (one probe on a busy host can be off by a fifth)."""
-    runs = [measure_costs(pair, cache) for _ in range(TIMING_REPEATS)]
+def median_costs(pair: ModelPair, cache: str, repeats: int = TIMING_REPEATS,
+                 statistic: Callable[[list[float]], float] = statistics.median) -> DeviceCosts:
+    """The cost probe (engine/loading/cost_probe.py, its own warm-up) run `repeats` times, each
+    figure the median of the runs (one probe on a busy host can be off by a fifth), or another
+    `statistic` of them."""
+    runs = [measure_costs(pair, cache) for _ in range(repeats)]
     first = runs[0]
     return dataclasses.replace(
-        first, target_token_ms=statistics.median(run.target_token_ms for run in runs),
-        draft_token_ms=None if first.draft_token_ms is None else statistics.median(run.draft_token_ms for run in runs),
-        verify_ms=tuple((k, statistics.median(dict(run.verify_ms)[k] for run in runs)) for k in first.ks))
+        first, target_token_ms=statistic([run.target_token_ms for run in runs]),
+        draft_token_ms=None if first.draft_token_ms is None else statistic([run.draft_token_ms for run in runs]),
+        verify_ms=tuple((k, statistic([dict(run.verify_ms)[k] for run in runs])) for k in first.ks))
 
 
 def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
     """Predicted against measured tokens a second for one pair on graphs, LEVEL_REPEATS times after a
-    warm-up run, each repeat a cost probe (median of TIMING_REPEATS) then a run, so a busy host's
+    warm-up run, each repeat LEVEL_PROBES cost probes (their mean) then a run, so a busy host's
     drift hits both alike.
 
     The model: the run's tokens per step (the acceptance) over a step of k draft tokens + a verify of
     k + 1 tokens (the probe's forwards) + the engine's own work per step (the run's median step time
-    outside the forwards). Measured: the run's tokens over its steps' time, the prefill step left
-    out. Each figure saved is the median over the repeats; the error is the median measured over the
-    median predicted, less 1. Beside it, the i.i.d. acceptance model's tokens per step E(a, k) at
+    outside the draft and verify phases). Measured: the run's tokens over its steps' time, the
+    prefill step left out, every time on one clock (thread_time_clock). Each figure saved is the median over the repeats, the error too (measured / predicted - 1
+    of each repeat). Beside it, the i.i.d. acceptance model's tokens per step E(a, k) at
     the run's acceptance a and the speed it would predict (reported, not checked: a random pair's
     acceptances come in runs, which that model does not describe)."""
     with_graphs(pair)
@@ -302,33 +323,62 @@ def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
     engine.generate(STEP_PROMPT, config)                                                          # warm
     repeats = []
     for _ in range(LEVEL_REPEATS):
-        costs = median_costs(pair, "static")
-        steps = engine.generate(STEP_PROMPT, config).steps[1:]
+        costs = median_costs(pair, "static", LEVEL_PROBES, statistics.fmean)
+        steps, totals = timed_steps(engine, config)
         drafted = sum(step.k for step in steps)
         alpha = sum(step.num_accepted for step in steps) / drafted if drafted else 0.0
-        engine_ms = statistics.median(step.timing.engine for step in steps)
+        engine_ms = statistics.median(total - step.timing.draft - step.timing.verify
+                                      for step, total in zip(steps, totals, strict=True))
         model_ms = sum(costs.step_ms(step.k, engine_ms) for step in steps)
         tokens = sum(step.num_emitted for step in steps)
-        measured = 1000.0 * tokens / sum(step.timing.total for step in steps)
+        measured = 1000.0 * tokens / sum(totals)
         predicted = 1000.0 * tokens / model_ms
         repeats.append({"acceptance": alpha, "tokens_per_step": tokens / len(steps),
                         "draft_token_ms": costs.draft_token_ms, "verify_ms": costs.verify_cost(LEVEL_K) * costs.target_token_ms,
                         "engine_ms": engine_ms, "run_draft_ms_per_token": sum(step.timing.draft for step in steps) / max(drafted, 1),
                         "run_verify_ms": statistics.median(step.timing.verify for step in steps),
-                        "predicted_tok_s": predicted, "measured_tok_s": measured,
+                        "predicted_tok_s": predicted, "measured_tok_s": measured, "error": measured / predicted - 1.0,
                         "iid_tokens_per_step": statistics.fmean(expected_tokens_per_step(alpha, step.k) for step in steps),
                         "iid_predicted_tok_s": costs.tokens_per_s(alpha, [step.k for step in steps], engine_ms)})
-    result = {"level": level, "draft": pair.draft_name, "about": about, "k": LEVEL_K, "tokens": LEVEL_TOKENS,
-              "repeats": LEVEL_REPEATS, **{name: statistics.median(repeat[name] for repeat in repeats)
-                                           for name in repeats[0] if name != "error"}}
-    return result | {"error": result["measured_tok_s"] / result["predicted_tok_s"] - 1.0}
+    return {"level": level, "draft": pair.draft_name, "about": about, "k": LEVEL_K, "tokens": LEVEL_TOKENS,
+            "repeats": LEVEL_REPEATS, "errors": [repeat["error"] for repeat in repeats],
+            **{name: statistics.median(repeat[name] for repeat in repeats) for name in repeats[0]}}
+
+
+def timed_steps(engine: SpeculativeEngine, config: SpecConfig) -> tuple[list, list[float]]:
+    """One run's steps after the first (the prefill) and each step's milliseconds on the step
+    clock's host clock (the record's own total is wall time, which a busy CPU stretches)."""
+    generation = engine.start(STEP_PROMPT, config)
+    generation.step()
+    steps, totals = [], []
+    while not generation.is_done:
+        started = StepClock.host_clock()
+        steps.append(generation.step())
+        totals.append((StepClock.host_clock() - started) * 1000.0)
+    return steps, totals
+
+
+@contextlib.contextmanager
+def thread_time_clock(device: torch.device) -> Iterator[str]:
+    """On a CPU (one torch thread), the step clock and the probe read the thread's CPU time while
+    active: the work itself, which other processes on a shared machine do not stretch. CUDA keeps
+    its events."""
+    if device.type != "cpu":
+        yield "cuda events"
+        return
+    wall_clock, StepClock.host_clock = StepClock.host_clock, time.thread_time
+    try:
+        yield "thread CPU time"
+    finally:
+        StepClock.host_clock = wall_clock
 
 
 def acceptance_levels(pair: ModelPair, perturbation: float) -> list[dict]:
     results = []
     for level, level_pair, about in level_pairs(pair, perturbation):
         log(f"the cost model at acceptance level '{level}'")
-        results.append(cost_model_at(level_pair, level, about))
+        with thread_time_clock(pair.device) as clock:
+            results.append(cost_model_at(level_pair, level, about) | {"clock": clock})
         del level_pair
         if pair.device.type == "cuda":
             torch.cuda.empty_cache()

@@ -10,12 +10,16 @@ recorded on the clock's own GPU's current stream (`cuda:N`, not whichever device
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 
 
 class StepClock:
     """Marks between a step's phases; `between(a, b)` in milliseconds once the step has synced."""
+
+    host_clock: Callable[[], float] = time.perf_counter    # seconds, off the device; scripts/gpu_check.py's CPU
+                                                          # cost-model check reads the thread's CPU time instead
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -28,7 +32,7 @@ class StepClock:
             return event
         if self.device.type == "mps":
             torch.mps.synchronize()
-        return time.perf_counter()
+        return self.host_clock()
 
     def between(self, start: torch.cuda.Event | float, end: torch.cuda.Event | float) -> float:
         """Milliseconds from `start` to `end` (both marks of this clock; on CUDA, after a sync)."""
