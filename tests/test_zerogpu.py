@@ -10,6 +10,10 @@ request it was opened under (ZeroGPU charges that visitor's quota). The device w
 is watched where it starts: `engine.load_pair`, `torch.nn.Module.to`, and every module's forward
 (torch's global forward pre-hook); each records whether a call was open. The real tiny-random pair
 does the work, so the run is also checked against target-only decoding.
+
+What this does not see: the stand-in runs the call in this process (a forked one, as ZeroGPU's,
+would hang here: this process's OpenMP threads have started, see engine/background_load.py), so
+device work on another thread while a call is open would count as inside; and no CUDA is involved.
 """
 
 from __future__ import annotations

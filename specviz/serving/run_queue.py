@@ -234,7 +234,7 @@ class RunQueue:
                     run.publish(trace)
                 published = self.clock()
         trace = generation.trace()
-        if request.with_baseline and trace.baseline is None:      # a GPU call brings its baseline with the last step
+        if request.with_baseline and self._device is None:       # a GPU call brings its baseline with the last step
             run.baseline(trace)
             try:
                 trace = self.runner.with_baseline(request, trace)
