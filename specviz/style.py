@@ -167,6 +167,9 @@ TOUR_CSS = f"""
 body.sv-large .sv-tour-sheet {{ font-size: 21px; max-height: 46vh; }}
 @media (max-width: 700px) {{
   .sv-tour-sheet {{ max-height: 46vh; font-size: 14px; padding: 6px 10px 8px; }}
+  #sv-tour {{ margin-top: calc(-1 * var(--layout-gap, 16px) + 2px); }}     /* Run stays on a phone's first screen */
+  #sv-tour .html-container {{ padding: 0 !important; }}
+  .sv-tour button.sv-tour-open {{ padding: 2px 10px; font-size: 14px; line-height: 1.5; }}
   .sv-tour-nav {{ gap: 4px; }}
   .sv-tour-nav button, .sv-tour-nav select, .sv-tour-link {{ padding: 4px 6px; }}
   .sv-tour-list {{ flex-basis: 90px; }}

@@ -15,6 +15,7 @@ from html import unescape
 
 import pytest
 
+from engine.formats.sweep_reader import SweepTable
 from engine.formats.trace import Trace
 from specviz.assets import ASSETS_DIR, load_demo_trace, load_lab_traces, load_recorded_race, load_recorded_sweep
 from specviz.lab.views import KEYS, recorded_lab
@@ -218,3 +219,23 @@ def test_each_tab_says_it_shows_the_recording_the_tour_reads(tour):
     assert len(checked) == 4
     for selector, words in checked:
         assert words in values[selector.lstrip("#")], (selector, words)
+
+
+@pytest.mark.parametrize("case", ["ngram", "tree", "no steps", "all accepted", "sampled only", "html"])
+def test_any_page_builds_its_tour(case):
+    """Whatever recordings a page is built with (tests and uploads use others), the tour builds: the chapters
+    whose idea the recording shows, each still free of typed numbers, the rest left out."""
+    from race_factory import make_race
+    from sweep_factory import make_sweep
+    from trace_factory import html_trace, trace_from_steps
+    from tree_factory import make_tree_trace
+    traces = {"ngram": make_trace([2, 0, 4], ngram=True), "tree": make_tree_trace(),
+              "no steps": trace_from_steps([]), "all accepted": make_trace([4, 4, 4]),
+              "sampled only": make_trace([4, 1, 0, 4], sampling=True), "html": html_trace()}
+    trace = traces[case]
+    sources = TourSources(greedy=trace if trace.config.is_greedy else None,
+                          sampled=None if trace.config.is_greedy else trace,
+                          sweep=SweepTable.from_dict(make_sweep()), race=make_race())
+    chapters = build_tour(sources)
+    assert all(not typed_numbers(chapter) and all(chapter.words) for chapter in chapters)
+    assert tour_html(chapters).count("<section") == len(chapters)

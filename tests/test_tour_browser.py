@@ -4,7 +4,7 @@ Next at 1440 x 900, at 1280 x 720 with large text (a projector) and at 390 x 844
 At every chapter it waits for the exact state (the tour's `data-ready`, every visible chart drawn and fitted to
 its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
 the tour's sheet leaves free; any horizontal overflow inside a figure or a table on screen (a chart wider than its
-box or the screen, a table wider than its box); any text drawn over another text in a chart on screen (titles,
+box or the screen, a table wider than its box, a line of text cut off by a box that does not scroll); any text drawn over another text in a chart on screen (titles,
 legend entries, annotations, axis titles and tick labels); the page wider than the screen. Each failure names the
 element. The arrow keys and the chapter list move through the tour too. Screenshots of a few chapters at each size
 land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
@@ -79,6 +79,14 @@ PROBLEMS_JS = """() => {
         if (wrap.scrollWidth > wrap.clientWidth + 1)
             problems.push(`${name(wrap)}: the table "${(wrap.querySelector('caption') || wrap).innerText.slice(0, 40)}" ` +
                           `is ${wrap.scrollWidth} px wide in a ${wrap.clientWidth} px box (columns scroll out of sight)`);
+    }
+    for (const e of [...document.querySelectorAll('body *')].filter(shown)) {    // text cut by a box that hides it
+        if (e.closest('svg') || e.closest('.sv-tour') || e.clientWidth <= 1 || e.scrollWidth <= e.clientWidth + 1) continue;
+        if (!onScreen(box(e))) continue;
+        const overflow = getComputedStyle(e).overflowX;
+        if (['hidden', 'clip'].includes(overflow) || (overflow === 'visible' && getComputedStyle(e).textOverflow === 'ellipsis'))
+            problems.push(`${name(e)}: "${(e.innerText || '').slice(0, 40)}" is cut off (${e.scrollWidth} px of text in ` +
+                          `a ${e.clientWidth} px box that does not scroll)`);
     }
     return problems;
 }"""

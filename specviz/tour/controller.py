@@ -2,10 +2,10 @@
 link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
 would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it, outlines the
 chapter's element (a CSS rule on its selector, which outlives the redraws that replace the element; the root's
-`data-outline` names it) and scrolls it into the part of the screen the sheet leaves free, again after the
-large-text switch has redrawn the page. When the view is set the
-tour's root gets `data-ready="<chapter>"` (what the browser tests wait for); a view it could not set is said in
-the sheet's status line and in `data-error`."""
+`data-outline` names it) and scrolls it into the part of the screen the sheet leaves free; the large-text switch
+sets the chapter again once the page is redrawn. A newer chapter cancels an older one's waits. The root gets
+`data-ready="<chapter>"` (what the browser tests wait for) only when the view holds and the element has stayed put
+for two looks; a view it could not set is said in the sheet's status line and in `data-error`."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ returns None when the trace has none (docs/architecture.md §2)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from engine.formats.trace import Trace
 from engine.records import StepRecord
 from specviz.tour.chapter import Chapter, View, prob, quoted
@@ -11,7 +13,7 @@ from specviz.tour.chapter import Chapter, View, prob, quoted
 TABLE = "#sv-detail .sv-table-wrap"
 
 
-def _first(trace: Trace | None, wanted) -> StepRecord | None:
+def _first(trace: Trace | None, wanted: Callable[[StepRecord], bool]) -> StepRecord | None:
     return next((step for step in trace.steps if wanted(step)), None) if trace is not None else None
 
 

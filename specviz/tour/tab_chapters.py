@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.formats.race import Race, tokens_per_s
 from engine.formats.sweep_reader import SweepTable
 from engine.lab import TREE_STAGE
+from engine.records import StepRecord
 from specviz.explore.gap import gap_shares
 from specviz.explore.views import pick_temperature
 from specviz.lab.views import LabSet, difference
@@ -72,7 +73,7 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
     if trace is None:
         return None
 
-    def moves(step) -> bool:
+    def moves(step: StepRecord) -> bool:
         tree = step.tree
         return (tree is not None and step.kv_target.before > 0 and len(tree.path) > 0
                 and tree.path != tuple(range(len(tree.path))))
