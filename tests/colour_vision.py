@@ -21,6 +21,8 @@ MACHADO_DEUTERANOPIA = np.array([[0.367322, 0.860646, -0.227968],
                                  [0.280085, 0.672501, 0.047413],
                                  [-0.011820, 0.042940, 0.968881]])
 FLAT = 0.02              # mean lightness change per pixel below which a patch counts as solid (no pattern)
+FLAT_RANGE = 0.1         # ... and a lightness range below which: a line of 0.3 across a 20 px patch changes
+                         # by under FLAT per pixel, yet it is a line (a darker tint under an underline, issue #33)
 
 
 def _to_linear(rgb: np.ndarray) -> np.ndarray:
@@ -58,7 +60,7 @@ class Texture:
 
     @property
     def solid(self) -> bool:
-        return self.change < FLAT
+        return self.change < FLAT and self.contrast < FLAT_RANGE
 
     def vector(self) -> np.ndarray:
         """Where the pattern's lines run, and how much of the patch they cover: comparable across colours."""

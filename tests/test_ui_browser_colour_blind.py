@@ -38,9 +38,11 @@ TREE_TRACE = "tree (made up).json"
 HIDE_TEXT = """.js-plotly-plot .bartext, .js-plotly-plot .annotation, .js-plotly-plot .scatterlayer,
     .js-plotly-plot .shapelayer { visibility: hidden !important; }
     .sv-tok, .sv-out { color: transparent !important; text-shadow: none !important; }"""
-# The planted bug: the bonus token's chips and text lose their dots and double line.
+# The planted bug: the bonus token's chips and text lose their dots and double line, and its text tint its
+# lightness step (issue #33): it differs from an accepted token by hue alone.
 PLAIN_BONUS = """.sv-tok.sv-bonus { background-image: none !important; }
-    .sv-out.sv-bonus { border-bottom: 3px solid #00634a !important; }"""
+    .sv-out.sv-bonus { border-bottom: 3px solid #00634a !important;
+                       background: rgba(204, 121, 167, 0.12) !important; }"""
 BARS_JS = """(selector) => {
     const plot = document.querySelector(`${selector} .js-plotly-plot`);
     const cells = {};
@@ -84,15 +86,18 @@ def simulated(page, name: str) -> np.ndarray:
     return seen
 
 
-def patches(image: np.ndarray, boxes: dict[str, list], inset: int = 3, least: tuple[int, int] = (12, 8)) -> dict:
-    """Each kind's largest box, cut out of `image` (`inset` pixels in from its edges)."""
-    cut = {}
+def patches(image: np.ndarray, boxes: dict[str, list], inset: int = 3, least: tuple[int, int] = (12, 8),
+            inset_x: int | None = None) -> dict:
+    """Each kind's largest box, cut out of `image` (`inset` pixels in from its edges; `inset_x` from its left
+    and right ones, where that differs: an output token's box is rounded to whole pixels, and a column of its
+    neighbour's tint at its edge reads as a vertical line)."""
+    cut, side = {}, inset if inset_x is None else inset_x
     for kind, found in boxes.items():
-        found = [box for box in found if box[2] >= least[0] + 2 * inset and box[3] >= least[1] + 2 * inset]
+        found = [box for box in found if box[2] >= least[0] + 2 * side and box[3] >= least[1] + 2 * inset]
         if not found:
             continue
         left, top, width, height = (round(v) for v in max(found, key=lambda box: box[2] * box[3]))
-        cut[kind] = image[top + inset: top + height - inset, left + inset: left + width - inset]
+        cut[kind] = image[top + inset: top + height - inset, left + side: left + width - side]
     return cut
 
 
@@ -149,7 +154,8 @@ def every_view(page, planted: str = "", prefix: str = "") -> dict[str, dict]:
     image = simulated(page, prefix + "run-greedy-step0")
     views["timeline"] = patches(image, page.evaluate(BARS_JS, "#sv-timeline"))
     views["output text"] = patches(image, page.evaluate(
-        BOXES_JS, ["#sv-output .sv-text .sv-out.sv-KIND:not(.sv-selected)", list(OUTPUT)]), inset=0, least=(14, 10))
+        BOXES_JS, ["#sv-output .sv-text .sv-out.sv-KIND:not(.sv-selected)", list(OUTPUT)]), inset=0, least=(14, 10),
+        inset_x=1)
     views["step chips"] = chips(page, image)
     next_step(page, 1)
     next_step(page, 2)                        # a full accept: the bonus and the carryover chips
