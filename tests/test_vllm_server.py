@@ -14,7 +14,7 @@ from engine.vllm.server_info import probe
 from engine.vllm.source import VllmGeneration, start_generation
 from engine.vllm.stream import CompletionStream, completion_body
 from engine.vllm.transport import VllmError, post_json
-from vllm_session import K, tiny_pair
+from vllm_session import CHAT_TEMPLATE, K, tiny_pair
 
 pytestmark = pytest.mark.vllm
 PROMPTS = ("abc", "Hello, world", "def f(x):\n    return x")
@@ -57,6 +57,18 @@ def test_greedy_float32_output_is_specviz_target_only_output(tiny_vllm) -> None:
         ours = target_only(pair, ids, SpecConfig(max_new_tokens=TOKENS)).token_ids
         assert trace.output.token_ids == ours[:len(trace.output.token_ids)], prompt
         assert len(trace.output.token_ids) == len(ours)
+
+
+def test_a_chat_prompt_goes_through_the_servers_template(tiny_vllm) -> None:
+    """Not raw: the server's /tokenize applies its chat template; transformers' apply_chat_template on the
+    same tokenizer and template is the oracle."""
+    tokenizer = tiny_pair().tokenizer
+    tokenizer.chat_template = CHAT_TEMPLATE
+    expected = tokenizer.apply_chat_template([{"role": "user", "content": "abc"}], add_generation_prompt=True,
+                                             tokenize=True, return_dict=True)["input_ids"]
+    generation = start_generation(tiny_vllm.url, "abc", SpecConfig(k=K, max_new_tokens=4))
+    assert list(generation.prompt.token_ids) == list(expected) and generation.prompt.text == "abc"
+    generation.close()
 
 
 def test_the_app_runs_a_server_like_any_pair(tiny_vllm) -> None:
