@@ -77,3 +77,10 @@ def test_a_hosted_page_sweeps_only_the_servers_its_operator_lists(replay):
     assert len(replay.requests) == asked                          # not one request left the page's server
     listed = Policy.hosted_default(frozenset({replay.url}))
     assert sweep(replay.url, listed, temperatures=[0.0], prompts=["abc"])[-1]["status"].startswith("Done")
+
+
+def test_two_runs_side_by_side_are_refused_on_a_server_in_one_sentence():
+    from specviz.explore.compare import CompareHandlers
+    with pytest.raises(gr.Error, match="Two runs side by side use SpecViz's own engine"):
+        list(CompareHandlers(FakeRunner()).compare(False, None, VLLM_SERVER, "", "", "abc", 16, 0, 3, 0.0, "model",
+                                                   5, 0.0, "model"))
