@@ -130,7 +130,7 @@ class EngineRunner:
         progress(0.0, f"asking the vLLM server at {request.models.server}")
         try:
             generation = start_generation(request.models.server, request.prompt, request.config,
-                                          method=request.models.server_method)
+                                          method=request.models.server_method, expected_model=request.models.target)
         except VllmError as error:
             raise RunnerError(str(error)) from None
         progress(1.0, "the vLLM server is streaming")

@@ -101,7 +101,8 @@ def choose_models(preset: str, draft: str, target: str, drafter: str = MODEL_DRA
     if preset == VLLM_SERVER:
         if not (server or "").strip():
             raise ConfigError("Enter the vLLM server's address (http://host:port), or choose a model preset.")
-        return ModelChoice(server=server_url(server), server_method="ngram" if drafter == NGRAM_DRAFTER else "draft_model")
+        return ModelChoice(server=server_url(server), server_method="ngram" if drafter == NGRAM_DRAFTER else "draft_model",
+                           target=(target or "").strip())      # the model the server must serve ("" = any)
     if preset != CUSTOM:
         if not preset:
             raise ConfigError("Choose a model preset, or 'custom' to type your own draft and target.")

@@ -17,6 +17,9 @@ from specviz.serving.policy import Policy
 from specviz.serving.runner import CUSTOM, VLLM_SERVER, PresetInfo, Runner
 
 SERVER_PLACEHOLDER = "http://127.0.0.1:8000"
+TARGET_LABEL, MODEL_PLACEHOLDER = "Target model", "hub id, local folder or .gguf path"
+EXPECTED_LABEL = "Expected model (optional)"       # the target box, for a vLLM server: the model it must serve
+EXPECTED_PLACEHOLDER = "the served name or path the server must be running; empty: any"
 
 
 def server_note(policy: Policy) -> str:
@@ -28,7 +31,8 @@ def server_note(policy: Policy) -> str:
     return ("Stream the run from a vLLM server started with speculative decoding and "
             "`--per-request-spec-decode-metrics detailed`: its models and its k are the server's own (the k slider "
             "is not used), and the drafter choice says what it speculates with. vLLM does not return p, q, the draws "
-            f"or its rejected drafts. {where}")
+            "or its rejected drafts. Name the model you expect, and a server running another is refused. "
+            f"{where}")
 
 
 def preset_choices(presets: list[PresetInfo], with_server: bool = False) -> list[tuple[str, str]]:
@@ -91,8 +95,10 @@ def picker_changed(runner: Runner, policy: Policy, preset: str, with_drafter: bo
     """Show the custom boxes for 'custom' (the server box for the vLLM server), describe the choice (and pick
     the preset's drafter): draft, target, description[, server][, drafter]."""
     info = next((p for p in runner.presets() if p.name == preset), None)
-    custom = preset == CUSTOM
-    updates: tuple[Any, ...] = (gr.update(visible=custom), gr.update(visible=custom), describe(runner, policy, preset))
+    custom, server = preset == CUSTOM, preset == VLLM_SERVER
+    target = (gr.update(visible=True, label=EXPECTED_LABEL, placeholder=EXPECTED_PLACEHOLDER) if server and with_server
+              else gr.update(visible=custom, label=TARGET_LABEL, placeholder=MODEL_PLACEHOLDER))
+    updates: tuple[Any, ...] = (gr.update(visible=custom), target, describe(runner, policy, preset))
     if with_server:
         updates += (gr.update(visible=preset == VLLM_SERVER),)
     if with_drafter:

@@ -186,7 +186,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
 @st.composite
 def control_values(draw):
     """Each control either a plausible value or any JSON value at all."""
-    plausible = dict(preset=st.sampled_from(["tiny-random", "custom", "", "qwen-coder"]),
+    plausible = dict(preset=st.sampled_from(["tiny-random", "custom", "", "qwen-coder", "vllm-server"]),
+                     server=st.sampled_from(["", "127.0.0.1:8000", "http://h:1/v1", "nope", "ftp://h:2"]),
                      draft=st.sampled_from(["", "distilgpt2", "/tmp/x"]), target=st.sampled_from(["", "gpt2", "./m"]),
                      drafter=st.sampled_from(["model", "ngram"]), prompt=st.text(max_size=20),
                      k=st.integers(-2, 40), adaptive_k=st.booleans(), tree_nodes=st.integers(-2, 80),

@@ -202,7 +202,8 @@ def test_a_tree_runs_acceptance_has_its_own_name():
 def _controls(**changes):
     values = dict(preset="tiny-random", draft="", target="", drafter="model", prompt="def add(a, b):", k=4,
                   adaptive_k=False, tree_nodes=8, tree_branch=2, temperature=0.0, top_p=1.0, top_k=0,
-                  max_new_tokens=16, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False)
+                  max_new_tokens=16, seed=0, draft_dtype="float32", target_dtype="float32", with_baseline=False,
+                  server="")
     values.update(changes)
     return Controls(*(values[name] for name in Controls.names()))
 

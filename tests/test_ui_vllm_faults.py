@@ -16,6 +16,7 @@ import engine.vllm.source as source
 from app import EngineRunner
 from control_values import controls, progress
 from engine.formats.trace import Trace
+from specviz.controls import Controls
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.runner import VLLM_SERVER
@@ -121,6 +122,18 @@ def test_a_server_that_cannot_be_drawn_is_one_sentence_and_the_shown_trace_stays
         assert kept(updates, shown)
     replay.faults = Faults()
     assert run(fresh(handlers), shown, replay.url)[-1]["status"].startswith("Done")      # and the page goes on
+
+
+def test_a_server_with_another_model_than_expected_is_one_sentence(handlers, replay):
+    replay.faults = Faults(model="other-model")
+    values = controls(preset=VLLM_SERVER, server=replay.url, target="target", prompt="abc", k=3,
+                      max_new_tokens=GREEDY["max_tokens"], seed=GREEDY["seed"])
+    with pytest.raises(gr.Error, match=r"serves 'other-model' \(other-model\), not 'target'"):
+        list(handlers.run(None, False, None, *values, progress=progress))
+    replay.faults = Faults()
+    values[list(Controls.names()).index("target")] = ""                   # expecting any model: it runs
+    assert [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *values, progress=progress)][-1][
+        "status"].startswith("Done")
 
 
 def test_nothing_listening_is_one_sentence(handlers, replay):

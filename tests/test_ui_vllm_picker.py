@@ -47,7 +47,9 @@ def test_the_controls_name_the_server_and_its_method():
     request = server_request()
     assert (request.models.server, request.models.server_method) == (SERVER, "draft_model")
     assert server_request(drafter="ngram").models.server_method == "ngram"
-    assert request.models.label == f"vLLM server {SERVER}"
+    assert request.models.label == f"vLLM server {SERVER}" and request.models.target == ""
+    expecting = server_request(target=" target ").models
+    assert expecting.target == "target" and expecting.key != request.models.key
     assert request.models.key != server_request(drafter="ngram").models.key     # two runs, not one shared
     with pytest.raises(ConfigError, match=r"Enter the vLLM server's address \(http://host:port\)"):
         server_request(server="  ")
@@ -108,10 +110,11 @@ def test_hosted_handlers_refuse_an_unlisted_server_and_keep_the_trace_on_screen(
 def test_the_picker_shows_the_url_box_only_for_the_server():
     handlers = Handlers(FakeRunner())
     draft, target, drafter, text, server = handlers.preset_changed(VLLM_SERVER)
-    assert server["visible"] and not draft["visible"] and not target["visible"]
+    assert server["visible"] and not draft["visible"]
+    assert target["visible"] and target["label"] == "Expected model (optional)"      # the model it must serve
     assert "--per-request-spec-decode-metrics detailed" in text and "the k slider is not used" in text
     draft, target, drafter, text, server = handlers.preset_changed("tiny-random")
-    assert not server["visible"]
+    assert not server["visible"] and not target["visible"] and target["label"] == "Target model"
     listed = Handlers(FakeRunner(), policy=Policy.hosted_default(frozenset({SERVER})))
     assert f"connects only to: {SERVER}" in listed.preset_changed(VLLM_SERVER)[3]
 

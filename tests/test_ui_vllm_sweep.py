@@ -12,6 +12,7 @@ from engine.formats.sweep_reader import SweepTable
 from fakes import FakeRunner
 from specviz.explore.handlers import ExploreHandlers, SweepControls
 from specviz.explore.views import ExploreViews
+from specviz.serving.policy import Policy
 from specviz.serving.runner import VLLM_SERVER
 from vllm_replay import Faults, ReplayServer, load_recording
 
@@ -31,12 +32,12 @@ def replay():
     server.close()
 
 
-def sweep(url: str, **changes) -> list[dict]:
+def sweep(url: str, policy: Policy = Policy(), **changes) -> list[dict]:
     values = dict(preset=VLLM_SERVER, draft="", target="", drafter="model", ks=[2, 4, 6], temperatures=[0.0, 0.8],
                   prompts=["abc", "Hello, world"], seeds="1", max_new_tokens=24, server=url)
     values.update(changes)
     runner = FakeRunner()
-    handlers = ExploreHandlers(runner, min_interval=0.0)
+    handlers = ExploreHandlers(runner, min_interval=0.0, policy=policy)
     updates = [dict(zip(NAMES, out)) for out in handlers.sweep(None, None, False, None,
                                                                *(values[n] for n in SweepControls.__dataclass_fields__),
                                                                progress=lambda *a, **k: None)]
@@ -66,3 +67,20 @@ def test_a_server_fault_in_a_sweep_is_one_sentence(replay):
     with pytest.raises(gr.Error, match="Could not start the sweep: The vLLM server at .* does not report each step"):
         sweep(replay.url)
     replay.faults = Faults()
+
+
+def test_a_hosted_page_sweeps_only_the_servers_its_operator_lists(replay):
+    replay.faults = Faults()
+    asked = len(replay.requests)
+    with pytest.raises(gr.Error, match="This hosted server does not connect to vLLM servers typed on the page"):
+        sweep(replay.url, Policy.hosted_default(), max_new_tokens=24)
+    assert len(replay.requests) == asked                          # not one request left the page's server
+    listed = Policy.hosted_default(frozenset({replay.url}))
+    assert sweep(replay.url, listed, temperatures=[0.0], prompts=["abc"])[-1]["status"].startswith("Done")
+
+
+def test_two_runs_side_by_side_are_refused_on_a_server_in_one_sentence():
+    from specviz.explore.compare import CompareHandlers
+    with pytest.raises(gr.Error, match="Two runs side by side use SpecViz's own engine"):
+        list(CompareHandlers(FakeRunner()).compare(False, None, VLLM_SERVER, "", "", "abc", 16, 0, 3, 0.0, "model",
+                                                   5, 0.0, "model"))

@@ -114,6 +114,10 @@ def test_a_vllm_trace_exports_uploads_and_draws_the_same():
     assert isinstance(uploaded["trace"], Trace) and uploaded["trace"].config.engine == "vllm 0.32.0"
     assert cells(uploaded["timeline"]) == cells(timeline_figure(trace, selected_step=0))
     assert "vLLM 0.32.0" in uploaded["metrics"]
+    files = handlers.export(trace, 3)
+    exported = next(path for path in files if path.endswith(".json"))
+    with open(exported, encoding="utf-8") as handle:
+        assert Trace.from_json(handle.read()).to_dict() == trace.to_dict()       # the export reads back as it was
 
 
 def test_a_live_vllm_run_draws_before_its_final_counts_arrive():

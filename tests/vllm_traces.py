@@ -93,7 +93,9 @@ def _ngram(info: ServerInfo, config: SpecConfig, prompt: str, output: str) -> Tr
         drafted.append(len(drafts))
         context += ids[position:position + size]
         position += size
-    metrics = SpecMetrics(config.k, tuple(accepted), tuple(drafted), sum(drafted), sum(accepted))
+    verified = [(d, a) for d, a in zip(drafted, accepted) if d]      # vLLM lists only the steps that drafted
+    metrics = SpecMetrics(config.k, tuple(a for _, a in verified), tuple(d for d, _ in verified), sum(drafted),
+                          sum(accepted))
     stream = _chunks(output, sizes)
     return build_trace(info, config, TextTokens(prompt, tuple(ord(c) for c in prompt)), stream, metrics, 1.0,
                        lambda ids: [chr(token) for token in ids], True, "length")

@@ -25,7 +25,7 @@ from specviz.figures.timeline import timeline_figure
 from specviz.serving.policy import Policy
 from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, Quantity, speed_note_html
 from specviz.recording import record_run
-from specviz.serving.runner import RunRequest, Runner
+from specviz.serving.runner import VLLM_SERVER, RunRequest, Runner
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable
 from specviz.style import FigureStyle
 from specviz.tokens import formatted, percent
@@ -210,6 +210,9 @@ def _side(k: Any, temperature: Any, drafter: str) -> Side:
 def _request(preset: str, draft: str, target: str, prompt: str, max_new_tokens: Any, seed: Any, side: Side,
              policy: Policy) -> RunRequest:
     try:
+        if preset == VLLM_SERVER:      # a server speculates at its own k with its own drafter: no A against B
+            raise ConfigError("Two runs side by side use SpecViz's own engine (a vLLM server runs its own k and "
+                              "drafter): choose a preset or custom models for them.")
         text = checked_prompt(prompt)
         config = SpecConfig(k=side.k, temperature=side.temperature, drafter=side.drafter,
                             max_new_tokens=int(max_new_tokens), seed=int(seed or 0))

@@ -44,7 +44,8 @@ def server_sweep(request: SweepRequest, progress: ProgressFn) -> Iterator[SweepU
 def _run(request: SweepRequest, prompt: str, temperature: float, seed: int) -> Trace:
     config = request.config.replace(temperature=temperature, seed=seed)
     try:
-        generation = start_generation(request.models.server, prompt, config, method=request.models.server_method)
+        generation = start_generation(request.models.server, prompt, config, method=request.models.server_method,
+                                      expected_model=request.models.target)
         while not generation.is_done:
             generation.step()
     except VllmError as error:

@@ -42,7 +42,8 @@ class ModelChoice:
     target: str = ""
     draft_dtype: str = "auto"               # engine.config.DRAFT_DTYPES; auto: int8 on a CPU, bfloat16 on CUDA
     target_dtype: str = "auto"              # engine.config.TARGET_DTYPES; auto: bfloat16 on CUDA, else float32
-    server: str = ""                        # a vLLM server's address (http://host:port); set: the rest is ignored
+    server: str = ""                        # a vLLM server's address (http://host:port); set: the rest is ignored,
+                                            # but for `target`: the model it must serve ("" = any)
     server_method: str = "draft_model"      # its speculative method (engine/vllm/server_info.py METHODS): vLLM
                                             # does not publish it, so the page says which
 
@@ -50,7 +51,7 @@ class ModelChoice:
     def key(self) -> tuple[str, ...]:
         """Identifies a loaded pair in a cache."""
         if self.server:
-            return ("vllm", self.server, self.server_method)
+            return ("vllm", self.server, self.server_method, self.target)
         models = ("preset", self.preset) if self.preset else ("custom", self.draft, self.target)
         return (*models, self.draft_dtype, self.target_dtype)
 
