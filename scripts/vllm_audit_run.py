@@ -1,9 +1,12 @@
-"""The smallest end-to-end reproduction of vLLM's broken sampling with speculation (docs/benchmark.md,
-"vLLM beside SpecViz"): the tiny random pair of the vLLM tests (tests/vllm_session.py) saved to disk,
-one vLLM server (float32, k = 3; draft model or n-gram), N seeded requests per prompt at T = 0.7,
-each run's tokens scored under the same target by SpecViz's audit (engine/audit/), by kind.
+"""An audited vLLM run (docs/benchmark.md, "vLLM beside SpecViz"): one vLLM server (draft model or
+n-gram), N seeded requests per prompt at T = 0.7, each run's tokens scored under the same target by
+SpecViz's audit (engine/audit/), counted by kind. By default the smallest end-to-end reproduction:
+the tiny random pair of the vLLM tests (tests/vllm_session.py) saved to disk, float32, k = 3; with
+--preset, the preset's converted folders (bfloat16 server, bench.py's five prompts, k = 5), scored
+by the preset's target in float32.
 
-    .venv/bin/python scripts/vllm_tiny_audit.py --method draft_model --out benchmarks/data/vllm-tiny-audit.json
+    .venv/bin/python scripts/vllm_audit_run.py --out benchmarks/data/vllm-tiny-audit.json
+    .venv/bin/python scripts/vllm_audit_run.py --preset qwen-coder --draft-sample-method probabilistic --seeds 1
 
 Writes the emitted-tokens document (`python -m engine.audit FILE --target FOLDER/target` reads it
 again) and prints the totals. About 5 minutes on a 2-core CPU (the server's first start compiles).
@@ -40,27 +43,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--out", default="vllm-tiny-audit.json")
+    parser.add_argument("--preset", default="", help="a preset's converted folders instead of the tiny pair")
+    parser.add_argument("--out", default="vllm-audit.json")
     args = parser.parse_args(argv)
-    folder = Path(tempfile.mkdtemp(prefix="specviz-vllm-tiny-"))
-    save_tiny_pair(folder)
-    pair = tiny_pair()
-    configuration = PeerConfiguration(args.method, "float32", 2, args.draft_sample_method)
-    server = start_server(configuration.spec(str(folder / "target"), str(folder / "draft"), K, 512),
-                          folder / "server.log", timeout_s=900)
+    folder = Path(tempfile.mkdtemp(prefix="specviz-vllm-audit-"))
+    if args.preset:
+        from benchmarks.prompts import PROMPTS as BENCH_PROMPTS
+        from benchmarks.vllm_peer import preset_folders
+        from engine.loading.models import load_pair
+        target, draft = preset_folders(args.preset)
+        pair = load_pair(args.preset, draft="ngram", device="cpu", target_dtype="float32", prepack=False)
+        prompts, k, dtype = tuple(BENCH_PROMPTS.values()), 5, "bfloat16"
+    else:
+        save_tiny_pair(folder)
+        target, draft, pair, prompts, k, dtype = str(folder / "target"), str(folder / "draft"), tiny_pair(), PROMPTS, K, "float32"
+    configuration = PeerConfiguration(args.method, dtype, 2, args.draft_sample_method)
+    server = start_server(configuration.spec(target, draft, k, 1024), folder / "server.log", timeout_s=1800)
     runs, totals, kinds_seen, marked_kinds, expected = [], Counter(), Counter(), Counter(), 0.0
     try:
         info = probe(server.address, method=args.method if args.method != "none" else "draft_model")
         for seed in range(args.seeds):
-            for prompt in PROMPTS:
+            for prompt in prompts:
                 ids = pair.encode_prompt(prompt)
-                config = SpecConfig(k=K, temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=seed)
+                config = SpecConfig(k=k, temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=seed)
                 result = request(info, ids, config)
                 sizes = result.step_sizes or (1,) * len(result.token_ids)
                 drafted = result.step_drafted or (0,) * len(sizes)
                 kinds = token_kinds(sizes, drafted)
                 audit = score_tokens(pair, ids, result.token_ids, args.temperature, steps=steps_of(sizes), kinds=kinds)
-                runs.append(EmittedRun(f"{prompt!r}, seed {seed}", info.engine, tuple(ids), result.token_ids,
+                runs.append(EmittedRun(f"{prompt[:40]!r}, seed {seed}", info.engine, tuple(ids), result.token_ids,
                                        args.temperature, 0, 1.0, tuple(sizes), tuple(drafted)))
                 kinds_seen.update(kinds)
                 marked_kinds.update(audit.marked_by_kind())
@@ -69,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     summary = {"engine": info.engine, "method": args.method, "draft_sample_method": args.draft_sample_method,
-               "k": K, "dtype": "float32", "temperature": args.temperature, "requests": len(runs),
+               "preset": args.preset or "tiny (tests/vllm_session.py)", "k": k, "dtype": dtype, "temperature": args.temperature, "requests": len(runs),
                "tokens": totals["tokens"], "marked": totals["marked"], "expected_marked": expected,
                "tokens_by_kind": dict(kinds_seen), "marked_by_kind": dict(marked_kinds)}
     Path(args.out).write_text(json.dumps({**emitted_document(runs), "summary": summary}, indent=1), encoding="utf-8")
