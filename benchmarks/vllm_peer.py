@@ -113,9 +113,10 @@ class Request:
     step_drafted: tuple[int, ...] | None
 
 
-def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig) -> Request:
-    """One streamed completion, read to its end: the emitted ids and vLLM's per-request metrics."""
-    stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config))
+def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig, read_timeout_s: float = 600.0) -> Request:
+    """One streamed completion, read to its end: the emitted ids and vLLM's per-request metrics. The
+    read timeout is long: on a loaded machine vLLM's engine can pause for over a minute."""
+    stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config), read_timeout_s)
     chunks = list(stream)
     ids = tuple(token for chunk in chunks for token in chunk.token_ids)
     sizes = drafted = None
