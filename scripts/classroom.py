@@ -1,4 +1,5 @@
-"""A class pressing Run at once: `python scripts/classroom.py --clients 30 [--preset NAME] [--same-prompt]`.
+"""A class pressing Run at once: `python scripts/classroom.py --clients 30 [--preset NAME] [--same-prompt]
+[--vllm-server URL [--vllm-drafter ngram]]`.
 
 Starts the app (`app.py --preset NAME` on a free port; or uses `--url`), waits for its models with
 one warm-up run, times one run alone (the first client's request with other seeds: the median of
@@ -9,6 +10,12 @@ the server's memory: its peak resident memory during the lone runs and during th
 from /proc, a server this script started; not measured with `--url`). The goals (docs/benchmark.md, "A class at once") are ratios within
 this one run: identical requests all done within 1.3x one run; distinct ones each told its place within
 2 s; memory within 1 GB of one run's peak. `--json PATH` also writes every figure.
+
+With `--vllm-server URL` every run is the page's "vLLM server" source streaming from that running vLLM
+server (docs/architecture.md §10; the page started here loads no models of its own, `--no-preload`), so
+the class goes through the queue's server lane, up to `server_runs` at once (§9, "lanes"), and the
+ratio of the last Done to one run alone shows what the server's batching gives a class. Every report
+states the machine: its cores and its load average before and after.
 """
 
 from __future__ import annotations
@@ -34,9 +41,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import app_server  # noqa: E402
+from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER  # noqa: E402
 from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
 from specviz.assets import load_examples  # noqa: E402
 from specviz.serving.notices import told_wait_s  # noqa: E402
+from specviz.serving.runner import VLLM_SERVER  # noqa: E402
 
 POLL_S = 0.05               # how often each client looks for new updates (the times' resolution)
 START_LIMIT_S = 1800        # the server's start and the warm-up run (the first start converts the weights)
@@ -104,11 +113,18 @@ def cpu_seconds(server: subprocess.Popen | None) -> float:
 
 
 def run_args(args: argparse.Namespace, prompt: str, seed: int = 0) -> dict:
-    preset = PRESETS[args.preset]
-    return dict(large=False, width=1280, preset=args.preset, draft="", target="", drafter=preset.default_drafter,
+    """The /run endpoint's arguments: the preset's pair, or the vLLM server `--vllm-server` names."""
+    model = (dict(preset=VLLM_SERVER, server=args.vllm_server, drafter=args.vllm_drafter) if args.vllm_server else
+             dict(preset=args.preset, server="", drafter=PRESETS[args.preset].default_drafter))
+    return dict(large=False, width=1280, draft="", target="", **model,
                 prompt=prompt, k=args.k, adaptive_k=False, tree_nodes=0, tree_branch=3, temperature=args.temperature,
                 top_p=1.0, top_k=0, max_new_tokens=args.max_new_tokens, seed=seed, draft_dtype="auto",
                 target_dtype="float32", with_baseline=False)
+
+
+def machine() -> dict:
+    """The machine the figures come from: its cores and its load average now (1, 5 and 15 minutes)."""
+    return {"cpu_count": os.cpu_count(), "load_average": [round(value, 2) for value in os.getloadavg()]}
 
 
 def press_run(client: Client, number: int, arguments: dict, start: threading.Event) -> ClientTimes:
@@ -205,12 +221,13 @@ def press_together(url: str, arguments: list[dict], server: subprocess.Popen | N
                  cpu_seconds(server) - server_cpu if server is not None else None, sum(cpu for _, cpu in done))
 
 
-def start_server(preset: str) -> tuple[subprocess.Popen, str]:
+def start_server(preset: str, preload: bool = True) -> tuple[subprocess.Popen, str]:
     """app.py on `preset` in a process of its own (benchmarks/app_server.py), its output in a log file
-    that a failure names."""
+    that a failure names; without `preload`, a page that loads no models until asked (a vLLM-backed class)."""
     log = Path(tempfile.mkdtemp(prefix="specviz-classroom-")) / "server.log"
     try:
-        return app_server.start_server(("--preset", preset), log, timeout_s=START_LIMIT_S)
+        return app_server.start_server(("--preset", preset, *(() if preload else ("--no-preload",))), log,
+                                       timeout_s=START_LIMIT_S)
     except RuntimeError as error:
         raise SystemExit(f"{error} (the server's log: {log})") from None
 
@@ -232,7 +249,8 @@ def spread(values: list[float | None]) -> str:
 def report(args: argparse.Namespace, alone: ClientTimes, lone: list[ClientTimes], pupils: list[ClientTimes],
            figures: dict) -> dict:
     kind = "identical" if args.same_prompt else "distinct"
-    print(f"\n{args.clients} clients, {kind} prompts, preset {args.preset}, k = {args.k}, "
+    source = f"vLLM server {args.vllm_server} ({args.vllm_drafter})" if args.vllm_server else f"preset {args.preset}"
+    print(f"\n{args.clients} clients, {kind} prompts, {source}, k = {args.k}, "
           f"{args.max_new_tokens} new tokens, T = {args.temperature:g}")
     each = ", ".join(f"{t.done_s:.1f}" if t.done_s is not None else t.error for t in lone)
     print(f"one run alone (the median of {len(lone)}): first step {alone.first_step_s:.1f} s, "
@@ -249,7 +267,8 @@ def report(args: argparse.Namespace, alone: ClientTimes, lone: list[ClientTimes]
     last_done = max((t.done_s for t in pupils if t.done_s is not None), default=None)
     waited = [t.queue_place_s for t in pupils if t.queue_place_s is not None]
     summary = {
-        "clients": args.clients, "prompts": kind, "preset": args.preset, "k": args.k,
+        "clients": args.clients, "prompts": kind, "preset": None if args.vllm_server else args.preset,
+        "vllm_server": args.vllm_server, "vllm_drafter": args.vllm_drafter if args.vllm_server else None, "k": args.k,
         "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         "alone_first_step_s": alone.first_step_s, "alone_done_s": alone.done_s,
         "alone_each_done_s": [t.done_s for t in lone],
@@ -271,6 +290,9 @@ def report(args: argparse.Namespace, alone: ClientTimes, lone: list[ClientTimes]
         print(f"CPU time from the press to the last Done ({figures['class_wall_s']:.1f} s, {os.cpu_count()} cores): "
               f"the server {figures['class_server_cpu_s']:.1f} s, this script's clients "
               f"{figures['class_clients_cpu_s']:.1f} s (in a classroom, the students' own machines)")
+    if figures.get("machine_before") is not None:
+        print(f"machine: {figures['machine_before']['cpu_count']} cores, load average (1, 5, 15 min) "
+              f"{figures['machine_before']['load_average']} before, {figures['machine_after']['load_average']} after")
     if figures.get("alone_peak_gb") is not None:
         print(f"server memory, peak resident: {figures['alone_peak_gb']:.2f} GB during the lone run, "
               f"{figures['class_peak_gb']:.2f} GB during the class (+{figures['class_over_alone_gb']:.2f} GB)")
@@ -289,10 +311,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    parser.add_argument("--vllm-server", default="", metavar="URL",
+                        help="every run streams from this running vLLM server (the page's vLLM server source); "
+                             "--k is then ignored (the server's own k)")
+    parser.add_argument("--vllm-drafter", default=MODEL_DRAFTER, choices=(MODEL_DRAFTER, NGRAM_DRAFTER),
+                        help="what that server speculates with: a draft model (default) or n-gram lookup")
     args = parser.parse_args(argv)
     if args.clients < 1:
         parser.error("--clients must be at least 1")
-    server, url = (None, args.url) if args.url else start_server(args.preset)
+    server, url = (None, args.url) if args.url else start_server(args.preset, preload=not args.vllm_server)
+    before = machine()
     memory = MemorySampler(server.pid if server is not None else None)
     try:
         print(f"server at {url}; warming up (the first run waits for the models to load)…", flush=True)
@@ -319,7 +347,8 @@ def main(argv: list[str] | None = None) -> None:
                    "class_peak_gb": memory.peak / GB if server else None,
                    "class_over_alone_gb": (memory.peak - alone_peak) / GB if server else None,
                    "class_wall_s": press.wall_s, "class_server_cpu_s": press.server_cpu_s,
-                   "class_clients_cpu_s": press.clients_cpu_s}
+                   "class_clients_cpu_s": press.clients_cpu_s,
+                   "machine_before": before, "machine_after": machine()}
         summary = report(args, alone, lone, pupils, figures)
         if args.json is not None:
             args.json.write_text(json.dumps({"summary": summary, "alone": asdict(alone),

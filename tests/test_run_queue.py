@@ -21,7 +21,7 @@ from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.notices import duration, queue_line, told_wait_s
 from specviz.serving.runner import ModelChoice, RunRequest
-from specviz.serving.run_queue import Place, QueueFull, RunQueue, run_key, speed_kind
+from specviz.serving.run_queue import Place, QueueFull, RunQueue, run_key
 from specviz.serving.shared_run import DONE, QUEUED, STOPPED
 from specviz.serving.wait_estimate import SpeedLog
 
@@ -262,11 +262,10 @@ def test_the_estimated_wait_is_the_real_wait():
 def test_a_planted_bug_in_the_estimate_is_caught(bug, monkeypatch):
     real_wait_s = RunQueue._wait_s
     if bug == "forgets the running run":
-        monkeypatch.setattr(RunQueue, "_wait_s", lambda self, ahead: real_wait_s(self, ahead[1:]))
-    else:
-        monkeypatch.setattr(RunQueue, "_wait_s", lambda self, ahead: sum(
-            real_wait_s(self, [run]) if run is not self._running else
-            self.speed.per_token(speed_kind(run.request)) * run.request.config.max_new_tokens for run in ahead))
+        monkeypatch.setattr(RunQueue, "_wait_s", lambda self, running, waiting, slots: real_wait_s(self, [], waiting, slots))
+    else:                                                              # counts the running run whole
+        monkeypatch.setattr(RunQueue, "_wait_s",
+                            lambda self, running, waiting, slots: real_wait_s(self, [], running + waiting, slots))
     estimate, real = measured_wait(FakeRunner(accepted=ACCEPTED, delay=0.2))
     assert abs(estimate - real) > 0.1 * real + 0.15, (bug, estimate, real)
 
@@ -277,7 +276,7 @@ def measured_wait(runner: FakeRunner) -> tuple[float, float]:
     handlers = Handlers(runner, queue=queue)
     Page(handlers, "timing", prompt="timed first").finish()            # this server's speed, measured
     pages = [Page(handlers, "a", prompt="a")]
-    wait_for(lambda: queue._running is not None and queue._running.running_since is not None, "a is under way")
+    wait_for(lambda: bool(queue._running) and queue._running[0].running_since is not None, "a is under way")
     time.sleep(0.6)                                                    # half way through a (6 steps of 0.2 s)
     pages.append(Page(handlers, "b", prompt="b"))
     wait_for(lambda: pages[1].first("place 2") is not None, "b is told its place")
@@ -315,7 +314,7 @@ def test_a_full_queue_refuses_one_more_distinct_run_but_not_an_identical_one():
         return queue.join(RunRequest(ModelChoice(preset="tiny-random"), prompt, config), threading.Event())
 
     running = join("held")
-    wait_for(lambda: queue._running is running.run, "the first run holds the worker")
+    wait_for(lambda: queue._running == [running.run], "the first run holds the worker")
     waiting = join("waits")
     with pytest.raises(QueueFull, match="The server is busy: 1 runs are waiting already"):
         join("one too many")
@@ -330,7 +329,7 @@ def test_a_run_left_by_every_page_while_it_waits_leaves_the_queue():
     queue = RunQueue(runner)
     config = Controls(*controls()).to_request().config
     first = queue.join(RunRequest(ModelChoice(preset="tiny-random"), "first", config), threading.Event())
-    wait_for(lambda: queue._running is first.run, "the first run holds the worker")
+    wait_for(lambda: queue._running == [first.run], "the first run holds the worker")
     seat = queue.join(RunRequest(ModelChoice(preset="tiny-random"), "second", config), threading.Event())
     assert seat.run.snapshot().phase == QUEUED and queue.place(seat.run).place == 2
     assert queue.leave(seat) == 0 and seat.run.snapshot().phase == STOPPED and queue.place(seat.run) is None

@@ -1,5 +1,5 @@
-"""The Run tab's queue (docs/architecture.md §9): one run at a time, in order of arrival, and one run
-for every identical request.
+"""The Run tab's queue (docs/architecture.md §9): one in-process run at a time, in order of arrival, up
+to `server_runs` at once on each vLLM server (it batches them itself), and one run for every identical request.
 
 A request *joins* the queue and gets a `Seat` on a `SharedRun`. A request identical to a run that
 is waiting, running or recorded on this server (the same models, prompt, settings, seed and
@@ -9,15 +9,21 @@ adaptive k (its k follows measured times), which is never shared. Finished runs 
 the oldest dropped first beyond `kept`; a failed or stopped one is dropped at once, so the next
 identical request runs again. Nothing is shared across servers.
 
-One worker thread steps the runs, so the order is the queue's whatever Gradio's worker threads
-do; each waiting request is told its place and the estimated wait (`wait`), from the runs ahead
-and this server's measured speed (specviz/serving/wait_estimate.py). On a ZeroGPU Space (`gpu`:
+Runs wait in one line of arrival and are admitted by *lane* (`lane`): the in-process engine is one
+lane of one slot, each vLLM server address a lane of `server_runs` slots, since the server batches
+concurrent requests itself (continuous batching). One dispatcher thread admits the first waiting run
+whose lane has a free slot and steps it on a thread of its own, so the order within a lane is the
+queue's whatever Gradio's worker threads do, and a server run never waits behind an in-process one.
+Each waiting request is told its place and the estimated wait (`wait`), from the runs ahead of it in
+its lane and this server's measured speed (specviz/serving/wait_estimate.py). A stopped server run
+closes its stream, which aborts the request on the vLLM server. On a ZeroGPU Space (`gpu`:
 spaces.GPU) a run's device work is one GPU call that starts when the run leaves the queue
 (specviz/serving/device_call.py).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -26,7 +32,8 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from engine.formats.trace import Trace
-from engine.vllm.transport import VllmError
+from engine.vllm.source import VllmGeneration
+from engine.vllm.transport import VllmError, parse_address
 from specviz.serving.device_call import DeviceCall, DeviceCallGeneration, GpuDecorator
 from specviz.serving.runner import Generation, RunRequest, Runner, RunnerError
 from specviz.serving.shared_run import DONE, FAILED, STOPPED, SharedRun
@@ -36,6 +43,8 @@ LOG = logging.getLogger(__name__)
 CAPACITY = 32              # distinct runs waiting at once; one more is told the server is busy
 VIEWERS = 64               # pages watching runs at once (each holds a server thread); more wait in Gradio's queue
 KEPT = 32                  # finished runs kept for identical requests (a trace of 256 tokens: about 1 MB)
+SERVER_RUNS = 16           # runs streaming at once from one vLLM server (it batches them); more wait their turn
+IN_PROCESS = ""            # the lane of runs on this process's own engine: one at a time
 
 
 class QueueFull(Exception):
@@ -49,6 +58,18 @@ def run_key(request: RunRequest) -> Hashable | None:
     return request.models.key, request.prompt, request.config, request.with_baseline
 
 
+def lane(request: RunRequest) -> str:
+    """Which runs share slots: IN_PROCESS for this process's engine, else the vLLM server's address
+    (written as the server's base URL, so two spellings of one address are one lane)."""
+    server = request.models.server
+    if not server:
+        return IN_PROCESS
+    try:
+        return parse_address(server).base_url
+    except VllmError:       # refused when the run starts, in its own sentence; a lane of its own meanwhile
+        return server
+
+
 def speed_kind(request: RunRequest) -> Hashable:
     """Runs timed together for the wait estimate: the same pair, with or without a baseline after."""
     return request.models.key, request.with_baseline
@@ -56,9 +77,9 @@ def speed_kind(request: RunRequest) -> Hashable:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a waiting run stands: `ahead` runs come before it, the running one included, so its
-    `place` in the line is ahead + 1 (place 2: next after the run in progress); `wait_s` is the
-    estimated wait (None until this server has timed a run or the running one has made steps)."""
+    """Where a waiting run stands: `ahead` runs of its lane come before it, the running ones included,
+    so its `place` in the line is ahead + 1 (place 2: next after the run in progress); `wait_s` is the
+    estimated wait (None until this server has timed a run or a running one has made steps)."""
 
     place: int
     ahead: int
@@ -77,22 +98,26 @@ class Seat:
 
 
 class RunQueue:
-    """The server's runs of the Run tab: a FIFO of distinct runs stepped by one worker thread, the
-    runs in progress and recently finished by key, and the measured speed for wait estimates."""
+    """The server's runs of the Run tab: a FIFO of distinct runs admitted by lane (one in-process run
+    at a time, `server_runs` per vLLM server), the runs in progress and recently finished by key, and
+    the measured speed for wait estimates."""
 
     def __init__(self, runner: Runner, capacity: int = CAPACITY, kept: int = KEPT,
                  clock: Callable[[], float] = time.monotonic, publish_interval: float = 0.0,
-                 gpu: GpuDecorator | None = None):
+                 gpu: GpuDecorator | None = None, server_runs: int = SERVER_RUNS):
+        if server_runs < 1:
+            raise ValueError(f"server_runs must be at least 1, not {server_runs}")
         self.runner = runner
         self._device = DeviceCall(runner, gpu) if gpu is not None else None   # ZeroGPU: one GPU call per run
         self.capacity = capacity
+        self.server_runs = server_runs
         self.kept = kept
         self.clock = clock
         self.publish_interval = publish_interval    # seconds between the traces a running run publishes
         self.speed = SpeedLog()
         self._lock = threading.Condition()
         self._waiting: deque[SharedRun] = deque()
-        self._running: SharedRun | None = None
+        self._running: list[SharedRun] = []        # in order of admission
         self._by_key: dict[Hashable, SharedRun] = {}
         self._finished: OrderedDict[Hashable, SharedRun] = OrderedDict()
         self._worker: threading.Thread | None = None
@@ -133,33 +158,49 @@ class RunQueue:
             return left
 
     def place(self, run: SharedRun) -> Place | None:
-        """The run's place in the queue and the estimated wait; None once it has left the queue."""
+        """The run's place in its lane and the estimated wait; None once it has left the queue."""
         with self._lock:
             if run not in self._waiting:
                 return None
+            mine = lane(run.request)
             index = self._waiting.index(run)
-            ahead = [*([self._running] if self._running is not None else []), *list(self._waiting)[:index]]
-            return Place(len(ahead) + 1, len(ahead), self._wait_s(ahead))
+            running = [r for r in self._running if lane(r.request) == mine]
+            waiting = [r for r in list(self._waiting)[:index] if lane(r.request) == mine]
+            return Place(len(running) + len(waiting) + 1, len(running) + len(waiting),
+                         self._wait_s(running, waiting, self._slots(mine)))
 
-    def _wait_s(self, ahead: list[SharedRun]) -> float | None:
-        """The runs ahead: what is left of the running one, then each waiting one whole."""
-        now, total = self.clock(), 0.0
-        for run in ahead:
+    def _slots(self, name: str) -> int:
+        return 1 if name == IN_PROCESS else self.server_runs
+
+    def _wait_s(self, running: list[SharedRun], waiting: list[SharedRun], slots: int) -> float | None:
+        """When a slot frees for the run behind `waiting`: each of the lane's `slots` frees when its
+        running run ends (what is left of it), then takes the next waiting run whole; one slot is the
+        sum of the runs ahead."""
+        now = self.clock()
+        free: list[float] = [0.0] * max(0, slots - len(running))
+        for run in running:
             expected = run_seconds(self._per_token(run), run.request.config.max_new_tokens)
             if expected is None:
                 return None
-            elapsed = now - run.running_since if run is self._running and run.running_since is not None else 0.0
-            total += max(0.0, expected - elapsed)
-        return total
+            elapsed = now - run.running_since if run.running_since is not None else 0.0
+            free.append(max(0.0, expected - elapsed))
+        heapq.heapify(free)
+        for run in waiting:
+            expected = run_seconds(self._per_token(run), run.request.config.max_new_tokens)
+            if expected is None:
+                return None
+            heapq.heappush(free, heapq.heappop(free) + expected)
+        return free[0] if free else 0.0
 
     def _per_token(self, run: SharedRun) -> float | None:
         """This server's measured seconds per requested token for the run's kind; before any run has
-        finished, the running run's own pace so far."""
+        finished, the pace so far of the first running run of its lane."""
         measured = self.speed.per_token(speed_kind(run.request))
         if measured is not None:
             return measured
-        running = self._running
-        if running is None or running.running_since is None:
+        mine = lane(run.request)
+        running = next((r for r in self._running if lane(r.request) == mine and r.running_since is not None), None)
+        if running is None:
             return None
         trace = running.snapshot().trace
         tokens = trace.summary.new_tokens if trace is not None else 0
@@ -171,33 +212,48 @@ class RunQueue:
             self._worker = threading.Thread(target=self._work, name="specviz-run-queue", daemon=True)
             self._worker.start()
 
+    def _admissible(self) -> SharedRun | None:
+        """The first waiting run whose lane has a free slot (the lock held)."""
+        busy: dict[str, int] = {}
+        for run in self._running:
+            busy[lane(run.request)] = busy.get(lane(run.request), 0) + 1
+        return next((run for run in self._waiting
+                     if busy.get(lane(run.request), 0) < self._slots(lane(run.request))), None)
+
     def _work(self) -> None:
+        """The dispatcher: admits runs as slots free, each stepped on a thread of its own."""
         while True:
             with self._lock:
-                self._lock.wait_for(lambda: bool(self._waiting))
-                run = self._waiting.popleft()
+                self._lock.wait_for(lambda: self._admissible() is not None)
+                run = self._admissible()
+                self._waiting.remove(run)
                 if not run.wanted:               # every viewer pressed Stop while it waited: it never starts
                     self._forget(run)
                     run.end(STOPPED, self.clock())
                     continue
-                self._running = run
-            try:
-                self._execute(run)
-            except Exception as error:  # never let the worker die: the run fails, the queue goes on
-                LOG.exception("the run queue's worker failed")
-                run.end(FAILED, self.clock(), error=f"{type(error).__name__}: {error}")
-            with self._lock:
-                self._running = None
-                if run.snapshot().phase == DONE and run.key is not None:
-                    self._keep(run)
-                else:
-                    self._forget(run)
+                self._running.append(run)
+            threading.Thread(target=self._run, args=(run,), name="specviz-run", daemon=True).start()
+
+    def _run(self, run: SharedRun) -> None:
+        try:
+            self._execute(run)
+        except Exception as error:  # never let a failure escape: the run fails, the queue goes on
+            LOG.exception("the run queue's worker failed")
+            run.end(FAILED, self.clock(), error=f"{type(error).__name__}: {error}")
+        with self._lock:
+            self._running.remove(run)
+            if run.snapshot().phase == DONE and run.key is not None:
+                self._keep(run)
+            else:
+                self._forget(run)
+            self._lock.notify_all()             # a slot is free
 
     def _execute(self, run: SharedRun) -> None:
         request = run.request
         run.starting()
         try:
-            generation = (run.requester.run(self._device.start, request, run.report) if self._device is not None
+            on_device = self._device is not None and lane(request) == IN_PROCESS   # a server run does no GPU work here
+            generation = (run.requester.run(self._device.start, request, run.report) if on_device
                           else self.runner.start(request, progress=run.report))
         except (RunnerError, ValueError) as error:
             run.end(FAILED, self.clock(), error=f"Could not start: {error}")
@@ -209,8 +265,8 @@ class RunQueue:
         try:
             self._steps(run, generation)
         finally:
-            if isinstance(generation, DeviceCallGeneration):
-                generation.close()          # a stopped or failed run ends its GPU call too
+            if isinstance(generation, (DeviceCallGeneration, VllmGeneration)):
+                generation.close()          # a stopped or failed run ends its GPU call, or its request on the vLLM server
 
     def _steps(self, run: SharedRun, generation: Generation) -> None:
         request = run.request
