@@ -19,6 +19,7 @@ from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.runner import VLLM_SERVER
 from vllm_replay import ReplayServer, _handler, load_recording
+from vllm_traces import vllm_trace
 
 NAMES = Views.names()
 RECORDING = load_recording()
@@ -60,10 +61,10 @@ def replay():
     server.close()
 
 
-def run(url: str) -> list[dict]:
+def run(url: str, handlers: Handlers | None = None) -> list[dict]:
     values = controls(preset=VLLM_SERVER, server=url, prompt="abc", max_new_tokens=GREEDY["max_tokens"], k=3,
                       seed=GREEDY["seed"])
-    handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
+    handlers = handlers or Handlers(EngineRunner(device="cpu"), min_interval=0.0)
     return [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *values, progress=progress)]
 
 
@@ -76,7 +77,8 @@ def all_requests_by_position() -> list[tuple[float, int]]:
 
 
 def test_the_whole_servers_interval_is_drawn_beside_the_run(replay):
-    updates = run(replay.url)
+    handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
+    updates = run(replay.url, handlers)
     done = next(update for update in updates if str(update["status"]).startswith("Done"))
     final = updates[-1]
     assert final["trace"] is done["trace"]                          # the run itself is unchanged
@@ -89,6 +91,10 @@ def test_the_whole_servers_interval_is_drawn_beside_the_run(replay):
     own = done["trace"].summary.per_position_acceptance
     assert list(bars["per_position"].y) == [rate or 0.0 for rate in own]
     assert list(server.y) != list(bars["per_position"].y)        # the other traffic shows
+    large = dict(zip(NAMES, handlers.restyle(done["trace"], None, True, None, final["status"])))   # large text
+    assert [bar.meta for bar in large["positions"].data] == [bar.meta for bar in final["positions"].data]
+    other = dict(zip(NAMES, handlers.restyle(vllm_trace("long"), None, True, None, "")))           # another trace
+    assert "server" not in [bar.meta for bar in other["positions"].data]
 
 
 def test_a_server_without_metrics_leaves_the_run_and_says_so(replay):

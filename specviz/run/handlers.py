@@ -11,7 +11,9 @@ Every problem a user can cause becomes a gr.Error with one clear sentence.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import weakref
 from typing import Any, Iterator
 
 import gradio as gr
@@ -32,7 +34,7 @@ from specviz.run.views import HELD_WHILE_LIVE, Views, render, shown_tree
 from specviz.run.watch import Watch, status_only
 from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
-from specviz.serving.server_interval import read_before, share_since
+from specviz.serving.server_interval import ServerShare, read_before, share_since
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable, session_key
 from specviz.style import FigureStyle
 from specviz.serving.uploads import parse_upload
@@ -57,6 +59,7 @@ class Handlers(Stoppable):
         self.replay_delay = replay_delay
         self.policy = policy
         self.queue = queue if queue is not None else RunQueue(runner)
+        self._shares: dict[int, tuple[weakref.ref, ServerShare]] = {}   # a server run's /metrics interval, by trace
         super().__init__()
 
     # --- run / stop -----------------------------------------------------------------------
@@ -95,8 +98,7 @@ class Handlers(Stoppable):
             if before is not None and last is not None:
                 yield self._server_interval(dict(zip(Views.names(), last)), run_request, before, style)
 
-    @staticmethod
-    def _server_interval(shown: dict[str, Any], request: RunRequest, before: Any, style: FigureStyle) -> Outputs:
+    def _server_interval(self, shown: dict[str, Any], request: RunRequest, before: Any, style: FigureStyle) -> Outputs:
         """After a run on a vLLM server: the run's last update again, its by-position chart with the whole
         server's counters over the run beside the run's own (specviz/serving/server_interval.py), or its
         status with a sentence why they are missing. Whole, not a partial update: Gradio may skip a
@@ -107,7 +109,21 @@ class Handlers(Stoppable):
             changed["status"] = f"{shown['status']} {server}"
         elif server is not None and isinstance(trace, Trace):
             changed["positions"] = position_figure(trace, style=style, server=server)
+            self._remember(trace, server)
         return tuple(changed[name] for name in Views.names())
+
+    def _remember(self, trace: Trace, server: ServerShare) -> None:
+        """Keep a run's server interval while its trace lives (a redraw for large text draws it again)."""
+        self._shares = {key: entry for key, entry in self._shares.items() if entry[0]() is not None}
+        self._shares[id(trace)] = (weakref.ref(trace), server)
+
+    def _render(self, trace: Trace | None, status: str, selected: int | None, style: FigureStyle) -> Views:
+        """render(), with the server interval this trace's run was drawn with, if any."""
+        views = render(trace, status, selected=selected, style=style)
+        entry = self._shares.get(id(trace)) if trace is not None else None
+        if entry is None or entry[0]() is not trace:
+            return views
+        return dataclasses.replace(views, positions=position_figure(trace, style=style, server=entry[1]))
 
     def replay(self, trace: Trace | None, large: bool, width: float | None,
                request: gr.Request = None) -> Iterator[Outputs]:
@@ -174,7 +190,7 @@ class Handlers(Stoppable):
         """Redraw everything, e.g. after the large-text toggle or once the page knows its width."""
         trace = self._session_trace(trace)
         selected = None if index is None else int(round(index))
-        return render(trace, status, selected=selected, style=FigureStyle.for_screen(large, width)).outputs()
+        return self._render(trace, status, selected, FigureStyle.for_screen(large, width)).outputs()
 
     def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str, Any]:
         """Show the custom model boxes for 'custom' (the URL box for a vLLM server); pick the preset's
