@@ -131,7 +131,7 @@ class EngineRunner:
         return self.compute.run(self._with_baseline, request, trace)
 
     def sweep(self, request: SweepRequest, progress: ProgressFn) -> Iterator[SweepUpdate]:
-        _refuse_server(request.models, "A sweep")
+        _refuse_server(request.models, "This sweep")   # Explore sweeps a server itself: specviz/explore/server_sweep.py
         self._await_background(request.models, progress)
         yield from self._on_compute_thread(self._sweep(request, progress))
 

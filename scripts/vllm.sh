@@ -84,7 +84,7 @@ start() {
   case "$method" in
     draft_model) [ -n "$draft" ] || { echo "--method draft_model needs a draft model (--draft DIR or a preset with one)" >&2; exit 2; }
                  spec="{\"method\":\"draft_model\",\"model\":\"$draft\",\"num_speculative_tokens\":$k}" ;;
-    ngram) spec="{\"method\":\"ngram\",\"num_speculative_tokens\":$k,\"prompt_lookup_min\":2,\"prompt_lookup_max\":5}" ;;
+    ngram) spec="{\"method\":\"ngram\",\"num_speculative_tokens\":$k}" ;;   # vLLM's lookup (5, 5): what SpecViz assumes
     none) spec="" ;;
     *) echo "--method must be draft_model, ngram or none" >&2; exit 2 ;;
   esac

@@ -60,11 +60,15 @@ def tiny_app():
 
 @pytest.fixture(scope="session")
 def tiny_vllm(tmp_path_factory):
-    """One real vLLM server for the whole session on the tiny random pair (tests/vllm_session.py)."""
+    """One real vLLM server for the whole session on the tiny random pair (tests/vllm_session.py);
+    SPECVIZ_TEST_VLLM_URL reuses one already serving that pair (started by tests/vllm_session.py)."""
+    from vllm_session import TinyVllm, start_tiny_vllm
+    if os.environ.get("SPECVIZ_TEST_VLLM_URL"):
+        yield TinyVllm(None, None, os.environ["SPECVIZ_TEST_VLLM_URL"])
+        return
     from engine.vllm.server import vllm_python
     if vllm_python() is None:
         pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    from vllm_session import start_tiny_vllm
     started = start_tiny_vllm(tmp_path_factory.mktemp("vllm"))
     yield started
     started.server.stop()

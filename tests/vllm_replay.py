@@ -15,11 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-RECORDING = Path(__file__).parent / "data" / "vllm" / "tiny_draft_k3.json"
+RECORDINGS = Path(__file__).parent / "data" / "vllm"
 
 
-def load_recording() -> dict[str, Any]:
-    return json.loads(RECORDING.read_text(encoding="utf-8"))
+def load_recording(name: str = "tiny_draft_k3") -> dict[str, Any]:
+    """tiny_draft_k3: the draft-model server; tiny_ngram_k3: the n-gram server (lookup 1..3)."""
+    return json.loads((RECORDINGS / f"{name}.json").read_text(encoding="utf-8"))
 
 
 @dataclass
@@ -130,12 +131,15 @@ def _handler(replay: ReplayServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for number, event in enumerate(replay.events(body)):
-                if replay.faults.cut_after is not None and number >= replay.faults.cut_after:
-                    return
-                time.sleep(replay.faults.delay_s)
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
+            try:
+                for number, event in enumerate(replay.events(body)):
+                    if replay.faults.cut_after is not None and number >= replay.faults.cut_after:
+                        return
+                    time.sleep(replay.faults.delay_s)
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass        # the client gave up (a timeout test): nothing to send it
 
     return Handler

@@ -12,6 +12,10 @@ from pathlib import Path
 
 TINY_SHAPE = {"hidden_size": 256, "num_layers": 2, "num_heads": 4}   # head size 64
 K = 3
+# A chat template on the saved tokenizer (tiny-random's has none), so a run that is not raw goes through the
+# server's template: tests/test_vllm_server.py checks the ids against transformers' apply_chat_template.
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant: {% endif %}")
 STARTUP_TIMEOUT_S = 900.0       # the first start compiles (about a minute alone; far longer on a busy machine)
 
 
@@ -29,6 +33,7 @@ def tiny_pair():
 
 def save_tiny_pair(folder: Path) -> None:
     pair = tiny_pair()
+    pair.tokenizer.chat_template = CHAT_TEMPLATE
     for name, model in (("target", pair.target), ("draft", pair.draft)):
         model.save_pretrained(folder / name)
         pair.tokenizer.save_pretrained(folder / name)

@@ -9,7 +9,7 @@ here are marked `origin="reconstructed"` in the trace (docs/architecture.md §10
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 DEFAULT_LOOKUP = (5, 5)     # vLLM's (prompt_lookup_min, prompt_lookup_max) when neither is set
 
@@ -45,3 +45,16 @@ def propose(context_ids: Sequence[int], min_n: int, max_n: int, k: int,
         return ()
     start = total - 1 - position + longest
     return tuple(context_ids[start:start + min(k, total - start)])
+
+
+def lookup_rule(min_n: int, max_n: int, k: int, max_model_len: int | None = None,
+                known: dict[int, tuple[int, ...]] | None = None) -> Callable[[Sequence[int]], tuple[int, ...]]:
+    """`propose` with the server's settings fixed, for engine/vllm/to_trace.py's `split_steps(proposer=...)`;
+    `known` keeps its answers by context length (a run's context only grows, so the length names it)."""
+    answers = {} if known is None else known
+
+    def rule(context: Sequence[int]) -> tuple[int, ...]:
+        if len(context) not in answers:
+            answers[len(context)] = propose(context, min_n, max_n, k, max_model_len)
+        return answers[len(context)]
+    return rule

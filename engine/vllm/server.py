@@ -38,6 +38,7 @@ class ServerSpec:
     kv_cache_gib: int = 1               # VLLM_CPU_KVCACHE_SPACE
     ngram_lookup: tuple[int, int] | None = None   # (prompt_lookup_min, prompt_lookup_max); None: vLLM's (5, 5)
     extra_args: tuple[str, ...] = ()
+    draft_sample_method: str = "greedy"  # vLLM's: "greedy" (the draft's argmax as one-hot) or "probabilistic"
 
     def speculative_config(self) -> dict | None:
         if self.method == "none":
@@ -47,6 +48,8 @@ class ServerSpec:
             if not self.draft:
                 raise VllmError("A draft-model server needs a draft model folder.")
             config["model"] = self.draft
+            if self.draft_sample_method != "greedy":
+                config["draft_sample_method"] = self.draft_sample_method
         if self.method == "ngram" and self.ngram_lookup is not None:
             config["prompt_lookup_min"], config["prompt_lookup_max"] = self.ngram_lookup
         return config

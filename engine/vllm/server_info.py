@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
-from engine.vllm.transport import DEFAULT_TIMEOUT_S, ServerAddress, VllmError, get_json, parse_address, stream_post
+from engine.vllm.transport import DEFAULT_TIMEOUT_S, ServerAddress, Session, VllmError, parse_address, stream_post
 
 METHODS = ("draft_model", "ngram")
 
@@ -58,8 +58,8 @@ def probe(address: str | ServerAddress, method: str = "draft_model", dtype: str 
     if method not in METHODS:
         raise VllmError(f"The speculative method must be one of {', '.join(METHODS)}, got {method!r}.")
     where = parse_address(address)
-    version = get_json(where, "/version", timeout_s)
-    models = get_json(where, "/v1/models", timeout_s)
+    with Session(where, timeout_s) as session:
+        version, models = session.get_json("/version"), session.get_json("/v1/models")
     try:
         card = models["data"][0]
         name, root = str(card["id"]), str(card.get("root") or card["id"])

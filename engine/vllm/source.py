@@ -16,36 +16,37 @@ from engine.formats.trace import TextTokens, Trace
 from engine.records import StepRecord
 from engine.vllm.ngram import DEFAULT_LOOKUP
 from engine.vllm.server_info import ServerInfo, probe
-from engine.vllm.stream import CompletionStream, StreamChunk, completion_body
+from engine.vllm.stream import CompletionStream, SpecMetrics, StreamChunk, completion_body
 from engine.vllm.to_trace import build_trace, external_config
-from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, VllmError, post_json
+from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, Session, VllmError
 
 
 class TokenTexts:
-    """Each token's text as the server's tokenizer writes it alone, cached per id."""
+    """Each token's text as the server's tokenizer writes it alone, cached per id, over one connection."""
 
-    def __init__(self, info: ServerInfo):
+    def __init__(self, info: ServerInfo, session: Session):
         self.info = info
         self._texts: dict[int, str] = {}
+        self._session = session
 
     def __call__(self, ids: Sequence[int]) -> list[str]:
         for token in dict.fromkeys(ids):
             if token not in self._texts:
-                answer = post_json(self.info.address, "/detokenize", {"model": self.info.model, "tokens": [token]})
+                answer = self._session.post_json("/detokenize", {"model": self.info.model, "tokens": [token]})
                 self._texts[token] = str(answer.get("prompt", "")) if isinstance(answer, dict) else ""
         return [self._texts[token] for token in ids]
 
 
-def tokenize(info: ServerInfo, prompt: str, raw: bool) -> tuple[int, ...]:
+def tokenize(info: ServerInfo, session: Session, prompt: str, raw: bool) -> tuple[int, ...]:
     """The prompt's ids by the server's tokenizer: its chat template first unless `raw` (or it has none)."""
     if not raw:
         try:
-            answer = post_json(info.address, "/tokenize", {"model": info.model, "add_generation_prompt": True,
-                                                            "messages": [{"role": "user", "content": prompt}]})
+            answer = session.post_json("/tokenize", {"model": info.model, "add_generation_prompt": True,
+                                                     "messages": [{"role": "user", "content": prompt}]})
             return tuple(answer["tokens"])
         except (VllmError, KeyError, TypeError):
             pass        # no chat template: the prompt goes as it is, as SpecViz's own engine sends it
-    answer = post_json(info.address, "/tokenize", {"model": info.model, "prompt": prompt})
+    answer = session.post_json("/tokenize", {"model": info.model, "prompt": prompt})
     try:
         return tuple(int(token) for token in answer["tokens"])
     except (KeyError, TypeError, ValueError):
@@ -61,22 +62,29 @@ class VllmGeneration:
         info.check_usable()
         self.info = info
         self.config = external_config(info, config, ngram_lookup)
-        prompt_ids = tokenize(info, prompt, config.raw)
+        self._session = Session(info.address)      # tokenize and every token's text over one connection
+        prompt_ids = tokenize(info, self._session, prompt, config.raw)
         if info.max_model_len is not None and len(prompt_ids) + config.max_new_tokens > info.max_model_len:
             raise VllmError(f"The prompt ({len(prompt_ids)} tokens) and {config.max_new_tokens} new tokens exceed the "
                             f"server's context of {info.max_model_len} tokens: shorten one.")
         self.prompt = TextTokens(prompt, prompt_ids)
-        self._texts = TokenTexts(info)
+        self._texts = TokenTexts(info, self._session)
         self._stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config), read_timeout_s)
         self._chunks: list[StreamChunk] = []
         self._iterator: Iterator[StreamChunk] = iter(self._stream)
         self._returned = 0              # steps handed out by step()
         self._done = False
         self._trace: Trace | None = None
+        self._proposals: dict[int, tuple[int, ...]] = {}    # the n-gram rule's answers by context length
 
     @property
     def is_done(self) -> bool:
         return self._done
+
+    @property
+    def metrics(self) -> SpecMetrics | None:
+        """The server's own per-request speculative metrics, once the run is done."""
+        return self._stream.metrics if self._done else None
 
     def step(self) -> StepRecord:
         """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
@@ -104,27 +112,31 @@ class VllmGeneration:
                             "--per-request-spec-decode-metrics detailed.")
         self._done, self._trace = True, None
         steps = self.trace().steps
+        self._session.close()       # every token's text is known now: the trace is final
         self._returned = len(steps)
         return steps[-1]
 
     def close(self) -> None:
-        """Close the connection: the server then aborts the request (a stopped run)."""
+        """Close the connections: the server then aborts the request (a stopped run)."""
         close = getattr(self._iterator, "close", None)
         if close is not None:
             close()
+        self._session.close()
 
     def trace(self) -> Trace:
         """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done."""
         if self._trace is None:
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts, self._done, self._stream.finish_reason)
+                                      self._texts, self._done, self._stream.finish_reason, self._proposals)
         return self._trace
 
 
 def start_generation(address: str, prompt: str, config: SpecConfig, method: str = "draft_model", dtype: str = "",
-                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> VllmGeneration:
-    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence)."""
+                     expected_model: str = "", read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+                     ngram_lookup: tuple[int, int] = DEFAULT_LOOKUP) -> VllmGeneration:
+    """Probe the server, check SpecViz can draw its runs, and send the request (VllmError: one sentence).
+    `ngram_lookup`: the n-gram server's (prompt_lookup_min, prompt_lookup_max), vLLM's (5, 5) unless set."""
     info = probe(address, method, dtype)
     info.check_usable(expected_model)
-    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s)
+    return VllmGeneration(info, prompt, config, read_timeout_s=read_timeout_s, ngram_lookup=ngram_lookup)

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import TextTokens, Trace
 from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
-from engine.vllm.ngram import propose
+from engine.vllm.ngram import lookup_rule
 from engine.vllm.server_info import ServerInfo
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.transport import VllmError
@@ -28,46 +28,66 @@ Decode = Callable[[Sequence[int]], Sequence[str]]     # token ids -> each token'
 UNKNOWN = ""                                          # the text of a token the server did not return
 
 
+Proposer = Callable[[Sequence[int]], tuple[int, ...]]   # context -> the drafts a deterministic rule proposes
+
+
 @dataclass(frozen=True)
 class StepTokens:
-    """One engine step's slice of the output: its token ids, drafted and accepted counts, arrival time."""
+    """One engine step's slice of the output: its token ids, drafted and accepted counts, arrival time,
+    and the drafts a deterministic rule (vLLM's n-gram lookup) proposed for it, when one is known."""
 
     token_ids: tuple[int, ...]
     drafted: int
     accepted: int
     time_s: float
+    proposal: tuple[int, ...] = ()
 
 
-def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int) -> list[StepTokens]:
-    """The output's tokens in engine steps: by the per-step arrays when given, else one step per chunk."""
+def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int,
+                proposer: Proposer | None = None, prompt_ids: Sequence[int] = ()) -> list[StepTokens]:
+    """The output's tokens in engine steps: by the per-step arrays when given, else one step per chunk.
+
+    vLLM's arrays list only the steps that verified drafts: the prefill never does, and an n-gram
+    server drafts nothing where its lookup finds no match. With `proposer` (the n-gram rule) such
+    steps are found by rerunning the rule on the context (`prompt_ids` + the output so far): one token
+    each, outside the arrays. Without `proposer` every step after the prefill is in the arrays."""
     tokens = [(token, chunk.time_s) for chunk in chunks for token in chunk.token_ids]
     if metrics is None:
-        return _steps_from_chunks(chunks, k)
-    sizes = [(0, 0)] + list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
-    steps, start = [], 0
-    for drafted, accepted in sizes:
-        if start >= len(tokens):
+        return _steps_from_chunks(chunks, k, proposer, prompt_ids)
+    arrays = list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
+    context, steps, start, used = list(prompt_ids), [], 0, 0
+    while start < len(tokens):
+        proposal = proposer(context) if proposer is not None and steps else ()
+        if not steps or (proposer is not None and not proposal):
+            drafted, accepted = 0, 0
+        elif used < len(arrays):
+            (drafted, accepted), used = arrays[used], used + 1
+        else:
             break
         part = tokens[start:start + accepted + 1]
-        steps.append(StepTokens(tuple(token for token, _ in part), drafted, accepted, part[-1][1]))
+        steps.append(StepTokens(tuple(token for token, _ in part), drafted, accepted, part[-1][1], proposal))
+        context += [token for token, _ in part]
         start += len(part)
-    if start < len(tokens):
-        raise VllmError(f"The server streamed {len(tokens)} tokens but its per-step counts account for {start}: "
-                        "they do not describe this run.")
+    if start < len(tokens) or used < len(arrays):
+        raise VllmError(f"The server's per-step counts ({len(arrays)} verify steps) do not split its {len(tokens)} "
+                        "tokens: the method or n-gram lookup SpecViz was told differs from the server's.")
     return steps
 
 
-def _steps_from_chunks(chunks: Sequence[StreamChunk], k: int) -> list[StepTokens]:
-    """A live run's stand-in: the prefill's token, then each chunk as one step of k drafts (a chunk
-    longer than k + 1 tokens holds merged steps and is cut into fully accepted ones)."""
+def _steps_from_chunks(chunks: Sequence[StreamChunk], k: int, proposer: Proposer | None,
+                       prompt_ids: Sequence[int]) -> list[StepTokens]:
+    """A live run's stand-in: the prefill's token, then each chunk as one step (of the rule's drafts, or
+    k; a chunk longer than that plus one holds merged steps and is cut into fully accepted ones)."""
     steps: list[StepTokens] = []
+    context = list(prompt_ids)
     for chunk in chunks:
         ids = list(chunk.token_ids)
-        if not steps:
-            steps.append(StepTokens((ids.pop(0),), 0, 0, chunk.time_s))
         while ids:
-            part, ids = ids[:k + 1], ids[k + 1:]
-            steps.append(StepTokens(tuple(part), k, min(len(part) - 1, k) if ids else len(part) - 1, chunk.time_s))
+            proposal = proposer(context) if proposer is not None and steps else ()
+            drafted = 0 if not steps else (len(proposal) if proposer is not None else k)
+            part, ids = ids[:drafted + 1], ids[drafted + 1:]
+            steps.append(StepTokens(tuple(part), drafted, len(part) - 1, chunk.time_s, proposal))
+            context += part
     return steps
 
 
@@ -83,18 +103,20 @@ def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[in
 
 def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks: Sequence[StreamChunk],
                 metrics: SpecMetrics | None, started_s: float, decode: Decode, complete: bool,
-                finish_reason: str | None = None) -> Trace:
+                finish_reason: str | None = None, proposals: dict[int, tuple[int, ...]] | None = None) -> Trace:
     """The trace of what arrived so far (`complete` once the final chunk's arrays are in).
 
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
-    lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted."""
-    steps_tokens = split_steps(chunks, metrics, config.k)
+    lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
+    `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
+    proposer = (lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
+                if config.drafter == NGRAM_DRAFTER else None)
+    steps_tokens = split_steps(chunks, metrics, config.k, proposer, prompt.token_ids)
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
     kv_before, last_s = 0, started_s
     for index, tokens in enumerate(steps_tokens):
-        rebuilt = (_reconstructed(context, tokens, config, info.max_model_len)
-                   if config.drafter == NGRAM_DRAFTER and index > 0 else ())
+        rebuilt = _reconstructed(tokens)
         last = index == len(steps_tokens) - 1
         eos = complete and last and finish_reason == "stop"
         record = step_record(index, context, tokens, kv_before, (tokens.time_s - last_s) * 1000.0, decode, rebuilt,
@@ -108,11 +130,9 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
                  steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete)
 
 
-def _reconstructed(context: Sequence[int], tokens: StepTokens, config: SpecConfig,
-                   max_model_len: int | None) -> tuple[int, ...]:
-    """vLLM's n-gram drafts for this step, when they match its counts and emitted tokens; else ()."""
-    drafts = propose(context, config.ngram_min, config.ngram_max, config.k, max_model_len)
-    emitted, accepted = tokens.token_ids, tokens.accepted
+def _reconstructed(tokens: StepTokens) -> tuple[int, ...]:
+    """The rule's drafts for this step when they agree with its counts and emitted tokens; else ()."""
+    drafts, emitted, accepted = tokens.proposal, tokens.token_ids, tokens.accepted
     agrees = (len(drafts) == tokens.drafted and drafts[:min(accepted, len(emitted))] == emitted[:accepted]
               and (accepted == len(drafts) or len(emitted) <= accepted or drafts[accepted] != emitted[accepted]))
     return drafts if agrees else ()
