@@ -48,12 +48,11 @@ DTYPE_WORDS = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 
 @dataclass(frozen=True)
 class PeerServerSpec(ServerSpec):
-    """ServerSpec with vLLM's `draft_sample_method` and its CPU binding (an adapter here;
-    engine/vllm/server.py has neither field). vLLM 0.32 binds its OpenMP threads itself and keeps
-    a core for its API process whatever OMP_NUM_THREADS says (on 2 cores: compute on core 0 only);
-    `bind_cores` (e.g. "0-1") names the cores its engine computes on instead."""
+    """ServerSpec with vLLM's CPU binding (an adapter here; engine/vllm/server.py has no field).
+    vLLM 0.32 binds its OpenMP threads itself and keeps a core for its API process whatever
+    OMP_NUM_THREADS says (on 2 cores: compute on core 0 only); `bind_cores` (e.g. "0-1") names
+    the cores its engine computes on instead."""
 
-    draft_sample_method: str = "greedy"
     bind_cores: str = ""
 
     def environment(self) -> dict[str, str]:
@@ -61,12 +60,6 @@ class PeerServerSpec(ServerSpec):
         if self.bind_cores:
             environment["VLLM_CPU_OMP_THREADS_BIND"] = self.bind_cores
         return environment
-
-    def speculative_config(self) -> dict | None:
-        config = super().speculative_config()
-        if config is not None and self.method == "draft_model" and self.draft_sample_method != "greedy":
-            config["draft_sample_method"] = self.draft_sample_method
-        return config
 
 
 @dataclass(frozen=True)
