@@ -124,7 +124,8 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     gc.collect()
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
-    configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype)
+    configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype,
+                                         args.vllm_bind_all)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
     logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))         # the servers' logs, kept after the run
@@ -167,6 +168,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                              "when .venv-vllm is installed and the run is a CPU run on a preset's weights")
     parser.add_argument("--vllm-threads", default="2", help="comma-separated OMP_NUM_THREADS for vLLM's rows")
     parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's speed rows' dtype (its identity row is float32)")
+    parser.add_argument("--vllm-bind-all", action="store_true",
+                        help="vLLM's engine computes on cores 0..n-1 for n threads (by default vLLM keeps a core "
+                             "for its API process: on 2 cores it computes on one)")
     parser.add_argument("--vllm-probabilistic", action="store_true",
                         help="also vLLM's draft-model row with draft_sample_method 'probabilistic'")
     args = parser.parse_args(argv)

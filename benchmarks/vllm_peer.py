@@ -48,15 +48,18 @@ DTYPE_WORDS = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 
 @dataclass(frozen=True)
 class PeerServerSpec(ServerSpec):
-    """ServerSpec with vLLM's `draft_sample_method` (an adapter here; engine/vllm/server.py has no field)."""
+    """ServerSpec with vLLM's CPU binding (an adapter here; engine/vllm/server.py has no field).
+    vLLM 0.32 binds its OpenMP threads itself and keeps a core for its API process whatever
+    OMP_NUM_THREADS says (on 2 cores: compute on core 0 only); `bind_cores` (e.g. "0-1") names
+    the cores its engine computes on instead."""
 
-    draft_sample_method: str = "greedy"
+    bind_cores: str = ""
 
-    def speculative_config(self) -> dict | None:
-        config = super().speculative_config()
-        if config is not None and self.method == "draft_model" and self.draft_sample_method != "greedy":
-            config["draft_sample_method"] = self.draft_sample_method
-        return config
+    def environment(self) -> dict[str, str]:
+        environment = super().environment()
+        if self.bind_cores:
+            environment["VLLM_CPU_OMP_THREADS_BIND"] = self.bind_cores
+        return environment
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,14 @@ class PeerConfiguration:
     dtype: str
     threads: int
     draft_sample_method: str = "greedy"
+    bind_cores: str = ""             # "" = vLLM's own binding (one core kept for its API process)
 
     def label(self, k: int) -> str:
         what = METHOD_WORDS[self.method] + ("" if self.method == "none" else f", k={k}")
         sampling = ", probabilistic drafts" if self.draft_sample_method != "greedy" else ""
-        return f"vLLM {what}{sampling} ({DTYPE_WORDS.get(self.dtype, self.dtype)}, {self.threads} thread{'s' * (self.threads != 1)})"
+        cores = f" on cores {self.bind_cores}" if self.bind_cores else ""
+        return (f"vLLM {what}{sampling} ({DTYPE_WORDS.get(self.dtype, self.dtype)}, "
+                f"{self.threads} thread{'s' * (self.threads != 1)}{cores})")
 
     @property
     def speculative(self) -> bool:
@@ -78,19 +84,23 @@ class PeerConfiguration:
     def spec(self, target: str, draft: str | None, k: int, max_model_len: int) -> PeerServerSpec:
         return PeerServerSpec(target=target, draft=draft if self.method == "draft_model" else None, method=self.method,
                               k=k, dtype=self.dtype, max_model_len=max_model_len, threads=self.threads,
-                              draft_sample_method=self.draft_sample_method)
+                              draft_sample_method=self.draft_sample_method, bind_cores=self.bind_cores)
 
 
-def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE
-                        ) -> list[PeerConfiguration]:
+def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE,
+                        bind_all: bool = False) -> list[PeerConfiguration]:
     """The identity row (float32 target-only, at the first thread count), then per thread count
-    target-only, draft model and n-gram in `dtype` (and probabilistic drafts when asked)."""
-    chosen = [PeerConfiguration("none", IDENTITY_DTYPE, threads[0])]
+    target-only, draft model and n-gram in `dtype` (and probabilistic drafts when asked). With
+    `bind_all` a count of n threads computes on cores 0..n-1 (vLLM's own binding keeps one free)."""
+    def bound(count: int) -> str:
+        return f"0-{count - 1}" if bind_all and count > 1 else "0" if bind_all else ""
+    chosen = [PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0]))]
     for count in threads:
-        chosen += [PeerConfiguration(method, dtype, count) for method in ("none", "draft_model", "ngram")
+        chosen += [PeerConfiguration(method, dtype, count, bind_cores=bound(count))
+                   for method in ("none", "draft_model", "ngram")
                    if (method, dtype) != ("none", IDENTITY_DTYPE) or count != threads[0]]
         if probabilistic:
-            chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic"))
+            chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic", bound(count)))
     return chosen
 
 
@@ -185,7 +195,8 @@ def peer_table_row(peer: PeerRow, rows: list[Row], k: int, suite: Suite = SUITES
         return round(mine / theirs, 3) if theirs else None
     return {"name": row.name, "temperature": row.temperature, "headline": False, "peer": "vllm",
             "engine": peer.engine, "method": peer.configuration.method, "dtype": peer.configuration.dtype,
-            "threads": peer.configuration.threads, "draft_sample_method": peer.configuration.draft_sample_method,
+            "threads": peer.configuration.threads, "bind_cores": peer.configuration.bind_cores,
+            "draft_sample_method": peer.configuration.draft_sample_method,
             "tokens_per_s": round(row.tokens_per_s, 2), "speedup": ratio(suite.reference_stock),
             "vs_same_kernels": ratio(suite.reference_same_kernels),
             "code_speedup": ratio(suite.reference_stock, code=True), "vs_assisted": ratio(suite.assisted_same_k.format(k=k)),
@@ -259,6 +270,7 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
             server.stop()
         measured.servers.append({"name": label, "engine": info.engine, "method": configuration.method,
                                  "dtype": configuration.dtype, "threads": configuration.threads,
+                                 "bind_cores": configuration.bind_cores,
                                  "startup_s": round(server.startup_s, 1), "log": str(log)})
     return measured
 

@@ -107,3 +107,7 @@ def test_the_configurations_hold_one_float32_identity_row_and_each_method_per_th
                                          "draft_sample_method": "probabilistic"}
     assert chosen[0].spec("t", "d", 5, 512).speculative_config() is None
     assert chosen[0].label(5) == "vLLM target-only (fp32, 1 thread)"
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in chosen[0].spec("t", "d", 5, 512).environment()
+    bound = peer_configurations([2], bind_all=True)
+    assert {c.bind_cores for c in bound} == {"0-1"} and bound[1].label(5).endswith("2 threads on cores 0-1)")
+    assert bound[1].spec("t", "d", 5, 512).environment()["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
