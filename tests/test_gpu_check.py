@@ -111,3 +111,16 @@ def test_the_gpu_report_in_the_docs_passed_its_checks():
     """docs/benchmark.md quotes docs/gpu/gpu_check-h200.json: the GPU run it records passed."""
     saved = json.loads((ROOT / "docs" / "gpu" / "gpu_check-h200.json").read_text())
     assert saved["environment"]["device"].startswith("NVIDIA") and all(saved["checks"].values())
+
+
+def test_the_cost_models_step_and_speed_are_its_formula():
+    """DeviceCosts.step_ms and tokens_per_s, the model gpu_check compares with runs, against the
+    formula worked by hand: k draft tokens + the verify of k + 1 + the engine's work; E(a, k)."""
+    from engine.device_costs import DeviceCosts
+    costs = DeviceCosts(device="cpu", cache="static", graphs=False, target_token_ms=2.0, draft_token_ms=0.5,
+                        verify_ms=((1, 2.2), (5, 3.0)))
+    assert costs.step_ms(5, engine_ms=0.4) == pytest.approx(5 * 0.5 + 3.0 + 0.4)
+    assert costs.step_ms(0) == 2.0                                       # nothing drafted: one target token
+    assert costs.tokens_per_s(1.0, [5], 0.4) == pytest.approx(1000 * 6 / 5.9)
+    assert costs.tokens_per_s(0.0, [5, 1], 0.4) == pytest.approx(1000 * 2 / (5.9 + 0.5 + 2.2 + 0.4))
+    assert costs.tokens_per_s(0.5, [1]) == pytest.approx(1000 * 1.5 / 2.7)
