@@ -103,6 +103,7 @@ def test_a_server_run_does_not_wait_behind_an_in_process_run_nor_it_behind_the_s
     wait_for(lambda: first.run.running_since is not None, "the in-process run holds its lane")
     second = queue.join(request("waits"), threading.Event())
     on_server = queue.join(request("streams", server=NOWHERE), threading.Event())
+    assert queue.place(on_server.run) is None               # a free slot: admitted as it joins, never told a place
     assert on_server.run.wait_until_ended(30).phase == DONE                 # while the in-process run is held
     assert second.run.snapshot().phase == QUEUED and queue.place(second.run).place == 2
     release.set()

@@ -11,9 +11,11 @@ identical request runs again. Nothing is shared across servers.
 
 Runs wait in one line of arrival and are admitted by *lane* (`lane`): the in-process engine is one
 lane of one slot, each vLLM server address a lane of `server_runs` slots, since the server batches
-concurrent requests itself (continuous batching). One dispatcher thread admits the first waiting run
-whose lane has a free slot and steps it on a thread of its own, so the order within a lane is the
-queue's whatever Gradio's worker threads do, and a server run never waits behind an in-process one.
+concurrent requests itself (continuous batching). A run is admitted as soon as its lane has a free
+slot (when it joins, or when a run of its lane ends: then the first waiting run of the lane) and is
+stepped on a thread of its own, so the order within a lane is the queue's whatever Gradio's worker
+threads do, a run with a free slot is never shown a place in line, and a server run never waits
+behind an in-process one.
 Each waiting request is told its place and the estimated wait (`wait`), from the runs ahead of it in
 its lane and this server's measured speed (specviz/serving/wait_estimate.py). A stopped server run
 closes its stream, which aborts the request on the vLLM server. On a ZeroGPU Space (`gpu`:
@@ -120,7 +122,6 @@ class RunQueue:
         self._running: list[SharedRun] = []        # in order of admission
         self._by_key: dict[Hashable, SharedRun] = {}
         self._finished: OrderedDict[Hashable, SharedRun] = OrderedDict()
-        self._worker: threading.Thread | None = None
 
     def join(self, request: RunRequest, stop: threading.Event) -> Seat:
         """A seat on the run for `request`: an identical one already here, or a new run at the back
@@ -141,8 +142,7 @@ class RunQueue:
             if key is not None:
                 self._by_key[key] = run
             self._waiting.append(run)
-            self._start_worker()
-            self._lock.notify_all()
+            self._admit()
             return Seat(run, shared=False, age_s=0.0, stop=stop)
 
     def leave(self, seat: Seat) -> int:
@@ -206,12 +206,7 @@ class RunQueue:
         tokens = trace.summary.new_tokens if trace is not None else 0
         return (self.clock() - running.running_since) / tokens if tokens else None
 
-    # --- the worker ---------------------------------------------------------------------------------
-    def _start_worker(self) -> None:
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(target=self._work, name="specviz-run-queue", daemon=True)
-            self._worker.start()
-
+    # --- admission and the runs' threads ---------------------------------------------------------------------------------
     def _admissible(self) -> SharedRun | None:
         """The first waiting run whose lane has a free slot (the lock held)."""
         busy: dict[str, int] = {}
@@ -220,18 +215,15 @@ class RunQueue:
         return next((run for run in self._waiting
                      if busy.get(lane(run.request), 0) < self._slots(lane(run.request))), None)
 
-    def _work(self) -> None:
-        """The dispatcher: admits runs as slots free, each stepped on a thread of its own."""
-        while True:
-            with self._lock:
-                self._lock.wait_for(lambda: self._admissible() is not None)
-                run = self._admissible()
-                self._waiting.remove(run)
-                if not run.wanted:               # every viewer pressed Stop while it waited: it never starts
-                    self._forget(run)
-                    run.end(STOPPED, self.clock())
-                    continue
-                self._running.append(run)
+    def _admit(self) -> None:
+        """Start every waiting run whose lane has a free slot, each on a thread of its own (the lock held)."""
+        while (run := self._admissible()) is not None:
+            self._waiting.remove(run)
+            if not run.wanted:               # every viewer pressed Stop while it waited: it never starts
+                self._forget(run)
+                run.end(STOPPED, self.clock())
+                continue
+            self._running.append(run)
             threading.Thread(target=self._run, args=(run,), name="specviz-run", daemon=True).start()
 
     def _run(self, run: SharedRun) -> None:
@@ -246,7 +238,7 @@ class RunQueue:
                 self._keep(run)
             else:
                 self._forget(run)
-            self._lock.notify_all()             # a slot is free
+            self._admit()                       # a slot is free
 
     def _execute(self, run: SharedRun) -> None:
         request = run.request
