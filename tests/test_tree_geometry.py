@@ -2,7 +2,8 @@
 projector (1280 px, large text), from the figure's own layout numbers (its height, margins, axis ranges and
 domains, and the chart width the style knows), with text measured generously (monospace glyphs 0.6 font sizes
 wide, proportional ones specviz.style.CHAR_EM). Every cell's text must sit inside its own cell (so no two cells'
-texts can meet) and no two depth tick labels may meet. The browser's own check is tests/test_tour_browser.py."""
+texts can meet), no cell text meets a node's id tag, and no two depth tick labels
+meet. The browser's own check is tests/test_tour_browser.py."""
 
 from __future__ import annotations
 
@@ -48,7 +49,17 @@ def boxes(fig, style: FigureStyle):
             cells.append((cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2, text))
             lines = [html.unescape(line) for line in text.split("<br>")]
             tw, th = max(len(line) for line in lines) * MONO_EM * size, len(lines) * LINE_EM * size
-            texts.append((cx - tw / 2, cx + tw / 2, cy - th / 2, cy + th / 2, text))
+            if trace.insidetextanchor == "end":         # Plotly keeps 3 px between the text and the bar's end
+                texts.append((cx + w / 2 - 3 - tw, cx + w / 2 - 3, cy - th / 2, cy + th / 2, text))
+            else:
+                texts.append((cx - tw / 2, cx + tw / 2, cy - th / 2, cy + th / 2, text))
+    for note in layout.annotations:                     # the id tags at the cells' top-left corners
+        if note.name == "node id":
+            x, y = px(note.x, note.y)
+            x, y = x + note.xshift, y - note.yshift
+            pad = note.borderpad + note.borderwidth
+            w, h = len(note.text) * MONO_EM * note.font.size + 2 * pad, LINE_EM * note.font.size + 2 * pad
+            texts.append((x, x + w, y, y + h, f"id tag {note.text}"))
     size = layout.font.size
     ticks = []
     for value, text in zip(layout.xaxis.tickvals, layout.xaxis.ticktext):
@@ -64,7 +75,7 @@ def meet(a, b) -> bool:
 
 def problems(fig, style: FigureStyle) -> list[str]:
     cells, texts, ticks = boxes(fig, style)
-    found = [f"cell text {t[4]!r} runs out of its cell" for c, t in zip(cells, texts)
+    found = [f"cell text {t[4]!r} runs out of its cell" for c, t in zip(cells, texts)        # tags come last
              if t[0] < c[0] or t[1] > c[1] or t[2] < c[2] or t[3] > c[3]]
     found += [f"cell texts {a[4]!r} and {b[4]!r} meet" for i, a in enumerate(texts) for b in texts[i + 1:] if meet(a, b)]
     found += [f"depth ticks {a[4]!r} and {b[4]!r} meet" for i, a in enumerate(ticks) for b in ticks[i + 1:] if meet(a, b)]
@@ -94,7 +105,8 @@ def test_a_phone_cell_names_its_node_and_a_cut_token_ends_in_an_ellipsis():
 
 
 def test_a_planted_overlap_is_caught(monkeypatch):
-    """Labels cut three characters longer than the cells hold, and the long depth labels kept on a phone: caught."""
+    """Labels cut three characters longer than the cells hold, the long depth labels kept on a phone, and the
+    tokens centred under the id tags again on a projector: caught."""
     style = FigureStyle.for_screen(width=390)
     step = make_tree_step(1, 50, *DEEP)
     import specviz.figures.tree as tree
@@ -105,3 +117,9 @@ def test_a_planted_overlap_is_caught(monkeypatch):
     monkeypatch.setattr(tree, "tree_geometry", real)
     monkeypatch.setattr(tree, "_depth_ticks", lambda depth, grid, style: ["context", *(f"depth {d}" for d in range(1, depth + 1))])
     assert any("depth ticks" in p for p in problems(step_tree_figure(step, style), style))
+    projector = FigureStyle.for_screen(large=True, width=1280)
+    centred = step_tree_figure(step, projector)
+    for trace in centred.data:
+        if trace.meta in ("accepted", "rejected", "unreached"):
+            trace.insidetextanchor = "middle"
+    assert any("id tag" in p for p in problems(centred, projector))

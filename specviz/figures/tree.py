@@ -25,7 +25,7 @@ from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import gather_panel
-from specviz.figures.tree_geometry import TreeGeometry, tree_geometry
+from specviz.figures.tree_geometry import TreeGeometry, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
@@ -37,6 +37,7 @@ CELL_WIDTH = 0.8            # of one depth column
 CELL_HEIGHT = 0.78          # of one row
 ROOT = "context"
 CATEGORIES = ("accepted", "rejected", "unreached", "recovered", "bonus", ROOT)
+NODE_KINDS = ("accepted", "rejected", "unreached")       # the cells that carry an id tag
 NAMES = {**{kind: TREE_LABELS[kind] for kind in ("accepted", "rejected", "recovered", "bonus")},
          "unreached": TREE_LABELS["unverified"], ROOT: "committed text"}
 FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": COLORS["unreached"],
@@ -83,7 +84,8 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     stop_depth = 0 if stop is None else _node(step, stop).depth
     depth = max(max((node.depth for node in tree.nodes), default=0), stop_depth + (extra is not None))
     cells = {name: _Cells() for name in CATEGORIES}
-    grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT)    # labels cut to fit their cells
+    grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT,     # labels cut to fit their cells
+                         len(str(max(len(tree.nodes) - 1, 0))))
     _add(cells[ROOT], 0, 0, clip(ROOT, grid.cell_chars), _root_hover(step))
     ranks = sibling_ranks(tree)
     for node in tree.nodes:       # a phone's cells are too small for an id tag: the id is the cell's first line
@@ -94,7 +96,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, grid.cell_chars),
              _extra_hover(step, extra))
     gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
-    traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()] + gather_traces
+    traces = _edges(step, rows, extra) + [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()] + gather_traces
     count = 1 + max(rows.values())
     sentences = [tree_summary(step), rescue_sentence(step), _gather_words(step)]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
@@ -106,7 +108,9 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     tree_px = max(count, 2) * row_px + 20
     panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
-    gap_px = 60 + 3 * style.font_size + int(title_lines * style.font_size * 1.4)   # axis title, the gather's title
+    # the depth ticks and the axis title (a line each), then the gather's title: just that, so a projector's
+    # figure stays short enough to show the gather above the tour's sheet (issue #33)
+    gap_px = 30 + int((2 + title_lines) * style.font_size * 1.4)
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
@@ -166,7 +170,7 @@ def _node_ids(step: StepRecord, rows: dict[Any, int], style: FigureStyle) -> lis
     return [{"x": node.depth - CELL_WIDTH / 2, "y": rows[node.id] - CELL_HEIGHT / 2, "xref": "x", "yref": "y",
              "text": str(node.id), "showarrow": False, "xanchor": "left", "yanchor": "top", "xshift": 1,
              "yshift": -1, "bgcolor": "#FFFFFF", "bordercolor": "#222222", "borderwidth": 1, "borderpad": 1,
-             "font": {"size": max(9, style.cell_font_size - 2), "color": "#222222", "family": "monospace"},
+             "font": {"size": id_tag_size(style), "color": "#222222", "family": "monospace"},
              "captureevents": False, "name": "node id"} for node in step.tree.nodes]
 
 
@@ -225,8 +229,9 @@ def _add(cells: _Cells, depth: int, row: int, text: str, hover: str) -> None:
     cells.hover.append(hover)
 
 
-def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
-    """One category's cells as horizontal bars (an empty category keeps its legend entry)."""
+def _bar(name: str, cells: _Cells, style: FigureStyle, stacked: bool) -> dict[str, Any]:
+    """One category's cells as horizontal bars (an empty category keeps its legend entry); a node's token sits
+    at its cell's right end, clear of the id tag at its left, unless the id is the text's first line (`stacked`)."""
     if not cells.x:
         cells = _Cells(x=[None], y=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": FILLS[name], "line": {"width": 0}}
@@ -238,8 +243,8 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
             "x": [CELL_WIDTH] * len(cells.x), "base": [None if x is None else x - CELL_WIDTH / 2 for x in cells.x],
             "width": CELL_HEIGHT, "text": cells.text, "hovertext": cells.hover,
             "hovertemplate": "%{hovertext}<extra></extra>", "marker": marker, "textposition": "inside",
-            "insidetextanchor": "middle", "textangle": 0, "constraintext": "none", "cliponaxis": False,
-            "textfont": {"color": TEXTS[name], "size": style.cell_font_size, "family": "monospace"}}
+            "insidetextanchor": "end" if name in NODE_KINDS and not stacked else "middle", "textangle": 0,
+            "constraintext": "none", "cliponaxis": False, "textfont": {"color": TEXTS[name], "size": style.cell_font_size, "family": "monospace"}}
 
 
 def _node(step: StepRecord, node_id: int) -> TreeNode:
