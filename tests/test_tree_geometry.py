@@ -99,7 +99,7 @@ def test_a_phone_cell_names_its_node_and_a_cut_token_ends_in_an_ellipsis():
              for text in trace.text if text]
     assert sorted(int(text.split("<br>")[0]) for text in texts) == list(range(len(step.tree.nodes)))
     assert list(fig.layout.xaxis.ticktext) == [str(d) for d in range(len(fig.layout.xaxis.ticktext))]
-    assert "0: the committed text" in fig.layout.xaxis.title.text
+    assert fig.layout.xaxis.title.text == "depth (0: the committed text)"
     cut = [text for text in texts if len(text.split("<br>")[1]) >= 4]
     assert all(text.endswith("\u2026") for text in cut if len(html.unescape(text.split("<br>")[1])) > 4)
 

@@ -120,8 +120,8 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": grid.left_px},
         xaxis={"tickvals": list(range(depth + 1)), "ticktext": _depth_ticks(depth, grid, style), "tickangle": 0,
                "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
-               "title": {"text": "depth: tokens after the committed text"
-                         + ("" if grid.fits("context", style.font_size) else " (0: the committed text)")},
+               "title": {"text": ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
+                                  else "depth (0: the committed text)")},     # a phone: short enough for its width
                "anchor": "y"},
         yaxis={"tickvals": [0], "ticktext": ["draft's<br>1st<br>choices" if style.narrow else "draft's 1st<br>choices"],
                "range": [count - 0.45, -0.55],
