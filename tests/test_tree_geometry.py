@@ -2,7 +2,7 @@
 projector (1280 px, large text), from the figure's own layout numbers (its height, margins, axis ranges and
 domains, and the chart width the style knows), with text measured generously (monospace glyphs 0.6 font sizes
 wide, proportional ones specviz.style.CHAR_EM). Every cell's text must sit inside its own cell (so no two cells'
-texts can meet), no cell text meets a node's id tag, and no two depth tick labels
+texts can meet), every gather cell's label fits its cell, no cell text meets a node's id tag, and no two depth tick labels
 meet. The browser's own check is tests/test_tour_browser.py."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import html
 import pytest
 
 from specviz.figures.tree import CATEGORIES, CELL_HEIGHT, CELL_WIDTH, step_tree_figure
+from specviz.figures.tree_gather import CELL
 from specviz.figures.tree_geometry import LINE_EM, MONO_EM, RIGHT_MARGIN
 from specviz.style import CHAR_EM, TITLE_INDENT, FigureStyle
 from tree_factory import SHAPES, make_tree_step
@@ -78,6 +79,11 @@ def problems(fig, style: FigureStyle) -> list[str]:
     found = [f"cell text {t[4]!r} runs out of its cell" for c, t in zip(cells, texts)        # tags come last
              if t[0] < c[0] or t[1] > c[1] or t[2] < c[2] or t[3] > c[3]]
     found += [f"cell texts {a[4]!r} and {b[4]!r} meet" for i, a in enumerate(texts) for b in texts[i + 1:] if meet(a, b)]
+    width = style.line_px + TITLE_INDENT - fig.layout.margin.l - RIGHT_MARGIN      # the gather's cells, one per slot
+    slot = CELL * width / len(fig.layout.xaxis2.tickvals)
+    found += [f"gather cell text {text!r} runs out of its {slot:.0f} px cell" for trace in fig.data
+              if str(trace.meta).startswith("gather.") for text in trace.text
+              if len(html.unescape(text)) * MONO_EM * trace.textfont.size > slot]
     found += [f"depth ticks {a[4]!r} and {b[4]!r} meet" for i, a in enumerate(ticks) for b in ticks[i + 1:] if meet(a, b)]
     return found
 
@@ -106,7 +112,8 @@ def test_a_phone_cell_names_its_node_and_a_cut_token_ends_in_an_ellipsis():
 
 def test_a_planted_overlap_is_caught(monkeypatch):
     """Labels cut three characters longer than the cells hold, the long depth labels kept on a phone, and the
-    tokens centred under the id tags again on a projector: caught."""
+    tokens centred under the id tags again on a projector, and the gather's labels left uncut on a
+    phone: caught."""
     style = FigureStyle.for_screen(width=390)
     step = make_tree_step(1, 50, *DEEP)
     import specviz.figures.tree as tree
@@ -123,3 +130,6 @@ def test_a_planted_overlap_is_caught(monkeypatch):
         if trace.meta in ("accepted", "rejected", "unreached"):
             trace.insidetextanchor = "middle"
     assert any("id tag" in p for p in problems(centred, projector))
+    import specviz.figures.tree_gather as gather
+    monkeypatch.setattr(gather, "fitted", lambda label, width, size: label)      # the block's '0–49' uncut
+    assert any("gather cell text" in p for p in problems(step_tree_figure(step, style), style))

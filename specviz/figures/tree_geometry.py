@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.style import CHAR_EM, TITLE_INDENT, FigureStyle
+from specviz.tokens import clip
 
 MONO_EM = 0.6               # one monospace glyph's width, in font sizes
 LINE_EM = 1.25              # one line of text's height, in font sizes
@@ -48,17 +49,31 @@ def id_tag_size(style: FigureStyle) -> int:
     return max(9, style.cell_font_size - 2)
 
 
+def plot_px(style: FigureStyle) -> float:
+    """The width of the tree's plot area (and of the gather panel under it), in pixels."""
+    chart = DESKTOP_CHART_PX if style.line_px is None else style.line_px + TITLE_INDENT
+    return chart - left_margin(style) - RIGHT_MARGIN
+
+
+def left_margin(style: FigureStyle) -> int:
+    return 70 if style.narrow else 110
+
+
+def fitted(label: str, width_px: float, size: int) -> str:
+    """`label` (monospace, `size` px) cut with an ellipsis to what fits `width_px`; '' when not even two glyphs do."""
+    chars = int((width_px - 2 * CELL_PAD_PX) / (MONO_EM * size))
+    return label if len(label) <= chars else (clip(label, chars) if chars >= 2 else "")
+
+
 def tree_geometry(style: FigureStyle, columns: int, cell_width: float, cell_height: float,
                   id_digits: int = 2) -> TreeGeometry:
     """The grid of a tree `columns` depths wide (the context's column included), whose cells take
     `cell_width` of a column and `cell_height` of a row; off a phone a cell's text leaves room on its left for
     an id tag of `id_digits` digits (the text is anchored at the cell's right end)."""
-    left = 70 if style.narrow else 110
-    chart = DESKTOP_CHART_PX if style.line_px is None else style.line_px + TITLE_INDENT
-    column = max(1.0, (chart - left - RIGHT_MARGIN) / columns)
+    column = max(1.0, plot_px(style) / columns)
     glyph = style.cell_font_size * MONO_EM
     tag = 0.0 if style.narrow else id_tag_px(style, id_digits)
     chars = max(2, int((column * cell_width - tag - 2 * CELL_PAD_PX) / glyph))
     lines = 2 if style.narrow else 1
     row = max(MIN_ROW_PX, int((lines * LINE_EM * style.cell_font_size + 2 * CELL_PAD_PX) / cell_height) + 1)
-    return TreeGeometry(left_px=left, column_px=column, row_px=row, cell_chars=chars, stacked=style.narrow)
+    return TreeGeometry(left_px=left_margin(style), column_px=column, row_px=row, cell_chars=chars, stacked=style.narrow)
