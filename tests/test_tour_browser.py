@@ -5,7 +5,8 @@ At every chapter it waits for the exact state (the tour's `data-ready`, every vi
 its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
 the tour's sheet leaves free; any horizontal overflow inside a figure or a table on screen (a chart wider than its
 box or the screen, a table wider than its box, a line of text cut off by a box that does not scroll); any text drawn over another text in a chart on screen (titles,
-legend entries, annotations, axis titles and tick labels); the page wider than the screen. Each failure names the
+legend entries, annotations, axis titles, tick labels and the texts inside bars: a tree's node labels, a timeline's
+tokens); the page wider than the screen. Each failure names the
 element. The arrow keys and the chapter list move through the tour too. Screenshots of a few chapters at each size
 land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
 """
@@ -60,7 +61,7 @@ PROBLEMS_JS = """() => {
         if (svg.width > p.width + 2) problems.push(`${name(plot)}: the chart is ${Math.round(svg.width)} px in a ${Math.round(p.width)} px box`);
         if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
         const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
-                                                '.g-ytitle text, .xtick text, .ytick text')]
+                                                '.g-ytitle text, .xtick text, .ytick text, .bartext')]
             .filter(e => shown(e) && e.textContent.trim() !== '');
         for (const text of texts) {
             const r = box(text);

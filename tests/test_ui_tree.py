@@ -274,7 +274,7 @@ def test_every_node_carries_its_id_on_the_figure():
         assert abs(x - (depth - CELL_WIDTH / 2)) < 1e-9 and abs(y - (row - 0.39)) < 1e-9
     phone = step_tree_figure(step, FigureStyle.for_screen(width=390))   # a phone's cells start with the id instead
     assert not [a for a in phone.layout.annotations if a.name == "node id"]
-    assert all(text.startswith(f"{int(h.split('node ')[1].split(',')[0])}:") for v in ("accepted", "rejected")
+    assert all(text.startswith(f"{int(h.split('node ')[1].split(',')[0])}<br>") for v in ("accepted", "rejected")
                for _, _, text, h in cells(phone, v))
 
 

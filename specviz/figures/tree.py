@@ -25,17 +25,19 @@ from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import gather_panel
+from specviz.figures.tree_geometry import TreeGeometry, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, TREE_LABELS, FigureStyle, pattern
-from specviz.tokens import number, short, visible
+from specviz.tokens import clip, number, short, visible
 
 TITLE = "Draft tree"
 CELL_WIDTH = 0.8            # of one depth column
 CELL_HEIGHT = 0.78          # of one row
 ROOT = "context"
 CATEGORIES = ("accepted", "rejected", "unreached", "recovered", "bonus", ROOT)
+NODE_KINDS = ("accepted", "rejected", "unreached")       # the cells that carry an id tag
 NAMES = {**{kind: TREE_LABELS[kind] for kind in ("accepted", "rejected", "recovered", "bonus")},
          "unreached": TREE_LABELS["unverified"], ROOT: "committed text"}
 FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": COLORS["unreached"],
@@ -82,41 +84,47 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     stop_depth = 0 if stop is None else _node(step, stop).depth
     depth = max(max((node.depth for node in tree.nodes), default=0), stop_depth + (extra is not None))
     cells = {name: _Cells() for name in CATEGORIES}
-    _add(cells[ROOT], 0, 0, ROOT, _root_hover(step))
+    grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT,     # labels cut to fit their cells
+                         len(str(max(len(tree.nodes) - 1, 0))))
+    _add(cells[ROOT], 0, 0, clip(ROOT, grid.cell_chars), _root_hover(step))
     ranks = sibling_ranks(tree)
-    for node in tree.nodes:       # a phone's cells are too small for an id tag: the id opens the cell's text
-        text = (f"{node.id}:{short(node.token.text, style.cell_chars + 3 - len(str(node.id)))}" if style.narrow
-                else short(node.token.text, style.cell_chars + 4))
+    for node in tree.nodes:       # a phone's cells are too small for an id tag: the id is the cell's first line
+        token = short(node.token.text, grid.cell_chars)
+        text = f"{node.id}\n{token}" if grid.stacked else token
         _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
     if extra is not None:
-        _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, style.cell_chars + 4),
+        _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, grid.cell_chars),
              _extra_hover(step, extra))
     gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
-    traces = _edges(step, rows, extra) + [_bar(name, cell, style) for name, cell in cells.items()] + gather_traces
+    traces = _edges(step, rows, extra) + [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()] + gather_traces
     count = 1 + max(rows.values())
     sentences = [tree_summary(step), rescue_sentence(step), _gather_words(step)]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
                    style.line_chars(style.font_size) or DESKTOP_CHARS)       # counted, to size the top margin
     lines = caption.split("<br>")
-    row_px = 30 + 2 * (style.cell_font_size - 12)
+    row_px = grid.row_px
     top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
     bottom = 60 + LEGEND_ROOM + (LEGEND_ROOM if style.narrow else 0)   # axis title and legend (more rows on a phone)
     tree_px = max(count, 2) * row_px + 20
     panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
-    gap_px = 60 + 3 * style.font_size + int(title_lines * style.font_size * 1.4)   # axis title, the gather's title
+    # the depth ticks and the axis title (a line each), then the gather's title: just that, so a projector's
+    # figure stays short enough to show the gather above the tour's sheet (issue #33)
+    gap_px = 30 + int((2 + title_lines) * style.font_size * 1.4)
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
     return make_figure(
         traces, f"{TITLE}, step {step.index}", caption, style,
         height=top + bottom + plot_px, barmode="overlay", dragmode="pan",
-        hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": 70 if style.narrow else 110},
-        xaxis={"tickvals": list(range(depth + 1)),
-               "ticktext": ["context", *(f"depth {d}" for d in range(1, depth + 1))],
+        hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": grid.left_px},
+        xaxis={"tickvals": list(range(depth + 1)), "ticktext": _depth_ticks(depth, grid, style), "tickangle": 0,
                "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
-               "title": {"text": "depth: tokens after the committed text"}, "anchor": "y"},
-        yaxis={"tickvals": [0], "ticktext": ["draft's 1st<br>choices"], "range": [count - 0.45, -0.55],
+               "title": {"text": ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
+                                  else "depth (0: the committed text)")},     # a phone: short enough for its width
+               "anchor": "y"},
+        yaxis={"tickvals": [0], "ticktext": ["draft's<br>1st<br>choices" if style.narrow else "draft's 1st<br>choices"],
+               "range": [count - 0.45, -0.55],
                "showgrid": False, "zeroline": False, "fixedrange": True, "domain": [1 - tree_share, 1.0]},
         xaxis2={"showgrid": False, "zeroline": False, "fixedrange": True, "anchor": "y2",
                 "tickfont": {"size": max(9, style.font_size - 3)}, "title": {"text": "target KV cache row"},
@@ -128,6 +136,13 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         annotations=([] if style.narrow else _node_ids(step, rows, style)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
+
+
+def _depth_ticks(depth: int, grid: TreeGeometry, style: FigureStyle) -> list[str]:
+    """'context', 'depth 1', ... where they fit a column; else the bare depths (the axis title says what 0 is),
+    so no two tick labels can be drawn over each other however narrow the screen."""
+    words = ["context", *(f"depth {d}" for d in range(1, depth + 1))]
+    return words if all(grid.fits(word, style.font_size) for word in words) else [str(d) for d in range(depth + 1)]
 
 
 def _gather_words(step: StepRecord) -> str:
@@ -155,7 +170,7 @@ def _node_ids(step: StepRecord, rows: dict[Any, int], style: FigureStyle) -> lis
     return [{"x": node.depth - CELL_WIDTH / 2, "y": rows[node.id] - CELL_HEIGHT / 2, "xref": "x", "yref": "y",
              "text": str(node.id), "showarrow": False, "xanchor": "left", "yanchor": "top", "xshift": 1,
              "yshift": -1, "bgcolor": "#FFFFFF", "bordercolor": "#222222", "borderwidth": 1, "borderpad": 1,
-             "font": {"size": max(9, style.cell_font_size - 2), "color": "#222222", "family": "monospace"},
+             "font": {"size": id_tag_size(style), "color": "#222222", "family": "monospace"},
              "captureevents": False, "name": "node id"} for node in step.tree.nodes]
 
 
@@ -210,12 +225,13 @@ def _edges(step: StepRecord, rows: dict[Any, int], extra: EmittedToken | None) -
 def _add(cells: _Cells, depth: int, row: int, text: str, hover: str) -> None:
     cells.x.append(depth)
     cells.y.append(row)
-    cells.text.append(html.escape(text, quote=False))
+    cells.text.append(html.escape(text, quote=False).replace("\n", "<br>"))   # a phone's id line
     cells.hover.append(hover)
 
 
-def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
-    """One category's cells as horizontal bars (an empty category keeps its legend entry)."""
+def _bar(name: str, cells: _Cells, style: FigureStyle, stacked: bool) -> dict[str, Any]:
+    """One category's cells as horizontal bars (an empty category keeps its legend entry); a node's token sits
+    at its cell's right end, clear of the id tag at its left, unless the id is the text's first line (`stacked`)."""
     if not cells.x:
         cells = _Cells(x=[None], y=[None], text=[""], hover=[""])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": FILLS[name], "line": {"width": 0}}
@@ -227,8 +243,8 @@ def _bar(name: str, cells: _Cells, style: FigureStyle) -> dict[str, Any]:
             "x": [CELL_WIDTH] * len(cells.x), "base": [None if x is None else x - CELL_WIDTH / 2 for x in cells.x],
             "width": CELL_HEIGHT, "text": cells.text, "hovertext": cells.hover,
             "hovertemplate": "%{hovertext}<extra></extra>", "marker": marker, "textposition": "inside",
-            "insidetextanchor": "middle", "textangle": 0, "constraintext": "none", "cliponaxis": False,
-            "textfont": {"color": TEXTS[name], "size": style.cell_font_size, "family": "monospace"}}
+            "insidetextanchor": "end" if name in NODE_KINDS and not stacked else "middle", "textangle": 0,
+            "constraintext": "none", "cliponaxis": False, "textfont": {"color": TEXTS[name], "size": style.cell_font_size, "family": "monospace"}}
 
 
 def _node(step: StepRecord, node_id: int) -> TreeNode:

@@ -6,7 +6,8 @@ rows (the tokens committed but not yet cached; the whole prompt in step 0), then
 node i at row first + i, each drawn like its cell in the tree (accepted, rejected, unreached). Bottom:
 the same cache after the gather: the accepted path's rows copied, in path order, to the rows right after
 the pending ones, the rest cropped. An arrow runs from each kept row's place before to its place after,
-labelled with its row numbers (tree_text.gather_moves). Every cell shows its node id, as the tree does.
+labelled with its row numbers (tree_text.gather_moves). Every cell shows its node id, as the tree does,
+cut with an ellipsis (or left to the hover) where a phone's cell is too narrow for it (tree_geometry.fitted).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.records import StepRecord
+from specviz.figures.tree_geometry import fitted, plot_px
 from specviz.figures.tree_text import gather_moves, pending_rows
 from specviz.style import COLORS, FigureStyle, pattern
 
@@ -72,8 +74,9 @@ def gather_panel(step: StepRecord, style: FigureStyle) -> tuple[list[dict[str, A
         bottom.append(Slot(node_x[0] + (after - first), after, after, "accepted", str(node_id),
                            f"row {after}: node {node_id}, moved from row {before}"
                            + (" (already in place: no copy)" if before == after else "")))
-    traces = [_cells(kind, [s for s in top if s.kind == kind], AFTER_FORWARD, style) for kind in KIND_STYLE]
-    traces += [_cells(kind, [s for s in bottom if s.kind == kind], AFTER_GATHER, style) for kind in KIND_STYLE]
+    cell_px = CELL * plot_px(style) / len(top)          # a label cut to its cell (a phone's are ~11 px wide)
+    traces = [_cells(kind, [s for s in top if s.kind == kind], AFTER_FORWARD, style, cell_px) for kind in KIND_STYLE]
+    traces += [_cells(kind, [s for s in bottom if s.kind == kind], AFTER_GATHER, style, cell_px) for kind in KIND_STYLE]
     arrows = [{"x": node_x[0] + (after - first), "y": AFTER_GATHER + CELL / 2, "ax": node_x[node_id],
                "ay": AFTER_FORWARD - CELL / 2, "xref": "x2", "yref": "y2", "axref": "x2", "ayref": "y2",
                "showarrow": True, "arrowhead": 2, "arrowsize": 1.2, "arrowwidth": 2, "arrowcolor": "#222222",
@@ -92,9 +95,10 @@ def _rows(slot: Slot) -> str:
     return str(slot.first_row) if slot.first_row == slot.last_row else f"{slot.first_row}–<br>{slot.last_row}"
 
 
-def _cells(kind: str, slots: list[Slot], y: int, style: FigureStyle) -> dict[str, Any] | None:
+def _cells(kind: str, slots: list[Slot], y: int, style: FigureStyle, cell_px: float) -> dict[str, Any] | None:
     if not slots:
         return None
+    size = max(9, style.cell_font_size - 2)
     marker: dict[str, Any] = {"color": KIND_FILLS[kind], "line": {"width": 1, "color": "#888888"}}
     if KIND_STYLE[kind] and pattern(KIND_STYLE[kind]):
         marker["pattern"] = pattern(KIND_STYLE[kind], size=7)
@@ -103,8 +107,9 @@ def _cells(kind: str, slots: list[Slot], y: int, style: FigureStyle) -> dict[str
             "base": [y - CELL / 2] * len(slots), "width": CELL, "xaxis": "x2", "yaxis": "y2",
             "meta": f"gather.{kind}.{'before' if y == AFTER_FORWARD else 'after'}",
             "name": KIND_NAMES.get(kind, kind), "showlegend": False, "marker": marker,
-            "text": [slot.label for slot in slots], "textposition": "inside", "insidetextanchor": "middle",
+            "text": [fitted(slot.label, cell_px, size) for slot in slots], "textposition": "inside",
+            "insidetextanchor": "middle",
             "textangle": 0, "constraintext": "none", "cliponaxis": False,
-            "textfont": {"color": TEXT_COLORS[kind], "size": max(9, style.cell_font_size - 2), "family": "monospace"},
+            "textfont": {"color": TEXT_COLORS[kind], "size": size, "family": "monospace"},
             "hovertext": [f"<b>{which}</b><br>{slot.hover}" for slot in slots],
             "hovertemplate": "%{hovertext}<extra></extra>"}

@@ -1,0 +1,79 @@
+"""How big the draft tree's cells are on the screen, so its labels fit them (issue #33: a phone, a projector).
+
+The tree figure (specviz/figures/tree.py) puts one depth per column; the chart's width is what the figure
+style knows of the page (FigureStyle.line_px), so a column's width in pixels follows, and from it how many
+characters of a token fit a cell and whether the "depth N" tick labels fit their column or must shorten to
+the bare depth. On a phone a cell is too narrow for its node id and its token side by side, so the id goes
+on a line of its own above the token (elsewhere it is a tag at the cell's top-left corner, and the
+token, anchored at the cell's right end, leaves it room) and rows grow to hold two lines; elsewhere a row is as tall as its
+one line needs (a projector's figure must stay short enough to show the gather above the tour's sheet). Monospace glyphs are MONO_EM font
+sizes wide (DejaVu Sans Mono and its kin: 0.60); proportional text uses the style's CHAR_EM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.style import CHAR_EM, TITLE_INDENT, FigureStyle
+from specviz.tokens import clip
+
+MONO_EM = 0.6               # one monospace glyph's width, in font sizes
+LINE_EM = 1.25              # one line of text's height, in font sizes
+DESKTOP_CHART_PX = 896      # a desktop chart's width when the style does not know the page's (style.VIEWS_SHARE)
+RIGHT_MARGIN = 16           # figures/common.py's right margin
+MIN_ROW_PX = 30             # a row's height when its text needs less (desktop)
+CELL_PAD_PX = 2             # kept clear on either side of a cell's text
+
+
+@dataclass(frozen=True)
+class TreeGeometry:
+    """Pixel sizes of the tree's grid for one figure style and depth."""
+
+    left_px: int            # the plot's left margin
+    column_px: float        # one depth column's width
+    row_px: int             # one row's height
+    cell_chars: int         # characters of a token that fit a cell on one line
+    stacked: bool           # node id on its own line above the token (a phone)
+
+    def fits(self, text: str, size: int) -> bool:
+        """True when `text` (proportional, at `size` px) fits one column with room to spare."""
+        return len(text) * size * CHAR_EM <= self.column_px - 2 * CELL_PAD_PX
+
+
+def id_tag_px(style: FigureStyle, digits: int) -> float:
+    """The width of a node's id tag (tree.py's _node_ids: a bordered box at a cell's top-left corner)."""
+    return digits * MONO_EM * id_tag_size(style) + 2 * (1 + 1) + 1      # border and pad each side, its shift
+
+
+def id_tag_size(style: FigureStyle) -> int:
+    return max(9, style.cell_font_size - 2)
+
+
+def plot_px(style: FigureStyle) -> float:
+    """The width of the tree's plot area (and of the gather panel under it), in pixels."""
+    chart = DESKTOP_CHART_PX if style.line_px is None else style.line_px + TITLE_INDENT
+    return chart - left_margin(style) - RIGHT_MARGIN
+
+
+def left_margin(style: FigureStyle) -> int:
+    return 70 if style.narrow else 110
+
+
+def fitted(label: str, width_px: float, size: int) -> str:
+    """`label` (monospace, `size` px) cut with an ellipsis to what fits `width_px`; '' when not even two glyphs do."""
+    chars = int((width_px - 2 * CELL_PAD_PX) / (MONO_EM * size))
+    return label if len(label) <= chars else (clip(label, chars) if chars >= 2 else "")
+
+
+def tree_geometry(style: FigureStyle, columns: int, cell_width: float, cell_height: float,
+                  id_digits: int = 2) -> TreeGeometry:
+    """The grid of a tree `columns` depths wide (the context's column included), whose cells take
+    `cell_width` of a column and `cell_height` of a row; off a phone a cell's text leaves room on its left for
+    an id tag of `id_digits` digits (the text is anchored at the cell's right end)."""
+    column = max(1.0, plot_px(style) / columns)
+    glyph = style.cell_font_size * MONO_EM
+    tag = 0.0 if style.narrow else id_tag_px(style, id_digits)
+    chars = max(2, int((column * cell_width - tag - 2 * CELL_PAD_PX) / glyph))
+    lines = 2 if style.narrow else 1
+    row = max(MIN_ROW_PX, int((lines * LINE_EM * style.cell_font_size + 2 * CELL_PAD_PX) / cell_height) + 1)
+    return TreeGeometry(left_px=left_margin(style), column_px=column, row_px=row, cell_chars=chars, stacked=style.narrow)
