@@ -250,6 +250,8 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
     assert [len(event.trace.steps) for event in stepped] == list(range(1, len(trace.steps) + 1))
     assert stepped[-1].done and stepped[-1].trace.baseline is not None
     assert trace.baseline is not None and trace.baseline.identical       # greedy: target-only output
+    loading = [event.message for event in spaces.calls[0]["yielded"] if type(event).__name__ == "Loading"]
+    assert loading[0] == device_call.LOADING and any("starting the engine" in message for message in loading[1:])
 
 
 def test_traces_cross_the_call_less_often_than_steps_and_the_last_is_whole(spaces, device_work, monkeypatch):

@@ -17,6 +17,8 @@ The queue's worker opens the call in the context of the request that made the ru
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator
@@ -42,7 +44,10 @@ LOADING = "loading the models onto the GPU (inside this run's GPU time)"
 
 @dataclass(frozen=True)
 class Loading:
+    """The load's progress inside the call, as the runner reports it."""
+
     message: str
+    fraction: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,14 +99,29 @@ class DeviceCall:
         """The call's body, run where the GPU is: start the run, step it to its end (the baseline
         after the last step), yielding each step. Only `request` and the events cross the call's edge."""
         yield Loading(LOADING)
-        try:
-            generation = self.runner.start(request, progress=lambda fraction, message: None)
-        except (RunnerError, ValueError) as error:
+        started: dict[str, Any] = {}
+        reports: queue.SimpleQueue[Loading | None] = queue.SimpleQueue()
+
+        def start() -> None:                # on a thread of the call's own, so the load's progress crosses as it comes
+            try:
+                started["generation"] = self.runner.start(
+                    request, progress=lambda fraction, message: reports.put(Loading(message, fraction)))
+            except Exception as error:  # raised below, on the call's thread
+                started["error"] = error
+            finally:
+                reports.put(None)
+
+        threading.Thread(target=start, name="specviz-gpu-start", daemon=True).start()
+        while (report := reports.get()) is not None:
+            yield report
+        error = started.get("error")
+        if isinstance(error, (RunnerError, ValueError)):
             yield Refused(str(error))
             return
-        except Exception as error:  # spaces would pass on only its class: say what failed
+        if error is not None:               # spaces would pass on only its class: say what failed
             yield Broke(f"{type(error).__name__}: {error}")
             return
+        generation = started["generation"]
         yield Started(generation.trace())
         sent = time.monotonic()
         while not generation.is_done:
@@ -133,7 +153,7 @@ class DeviceCallGeneration:
         self._done = False
         for event in events:
             if isinstance(event, Loading):
-                progress(0.0, event.message)
+                progress(event.fraction, event.message)
                 continue
             if isinstance(event, Started):
                 self._trace = event.trace
