@@ -168,7 +168,7 @@ def serve(configuration: PeerConfiguration, target: str, draft: str | None, k: i
     server = start_server(configuration.spec(target, draft, k, max_model_len), log)
     try:
         info = probe(server.address, method=configuration.method if configuration.speculative else "draft_model",
-                     dtype=configuration.dtype)
+                     dtype=configuration.dtype, timeout_s=600)      # a loaded machine's first request is slow
     except Exception:
         server.stop()
         raise

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     server = start_server(configuration.spec(target, draft, k, 1024), folder / "server.log", timeout_s=1800)
     runs, totals, kinds_seen, marked_kinds, expected = [], Counter(), Counter(), Counter(), 0.0
     try:
-        info = probe(server.address, method=args.method if args.method != "none" else "draft_model")
+        info = probe(server.address, method=args.method if args.method != "none" else "draft_model", timeout_s=600)
         for seed in range(args.seeds):
             for prompt in prompts:
                 ids = pair.encode_prompt(prompt)
