@@ -33,7 +33,7 @@ from specviz.serving.device_call import GpuDecorator  # noqa: E402
 from specviz.serving.policy import HOSTED_ENV, SERVERS_ENV, Policy, allowed_servers, hosted_from_env  # noqa: E402
 from specviz.serving.runner import (Generation, ModelChoice, PresetInfo, ProgressFn, RaceProgress, RunRequest,  # noqa: E402
                             RunnerError, SweepRequest, SweepUpdate)
-from specviz.serving.run_queue import VIEWERS  # noqa: E402
+from specviz.serving.run_queue import SERVER_RUNS, VIEWERS  # noqa: E402
 from specviz.theme import css, theme  # noqa: E402
 
 MAX_UPLOAD = "20mb"        # engine.formats.trace.MAX_TRACE_BYTES
@@ -302,7 +302,12 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
     parser.add_argument("--vllm-server", action="append", default=[], metavar="URL",
                         help=f"a vLLM server a hosted page may stream from (repeatable; also ${SERVERS_ENV}); "
                              "a classroom server streams from any address typed on the page")
+    parser.add_argument("--vllm-runs", type=int, default=SERVER_RUNS, metavar="N",
+                        help=f"runs streaming at once from one vLLM server, which batches them (default {SERVER_RUNS}); "
+                             "more wait their turn in the Run tab's queue (docs/architecture.md §9)")
     args = parser.parse_args(argv)
+    if args.vllm_runs < 1:
+        parser.error("--vllm-runs must be at least 1")
     try:
         servers = allowed_servers(args.vllm_server)
     except ConfigError as error:
@@ -318,7 +323,7 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
         runner.preload(ModelChoice(preset=runner.default_preset))
     elif args.preload:
         runner.convert_at_start(runner.default_preset)
-    demo = build_demo(runner, gpu=gpu, policy=policy, queue_size=QUEUE_SIZE)
+    demo = build_demo(runner, gpu=gpu, policy=policy, queue_size=QUEUE_SIZE, server_runs=args.vllm_runs)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return args, demo, runner
 

@@ -23,7 +23,7 @@ from specviz.serving.policy import Policy
 from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
 from specviz.serving.runner import Runner
-from specviz.serving.run_queue import CAPACITY
+from specviz.serving.run_queue import CAPACITY, SERVER_RUNS
 from specviz.tour.panel import tour_panel
 from specviz.tour.sources import tour_sources
 
@@ -44,12 +44,13 @@ LARGE_TEXT_JS = f"(large) => {{ document.body.classList.toggle('sv-large', large
 def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
                demo_trace: DemoTrace | None = None, policy: Policy = Policy(), sweep: RecordedSweep | None = None,
                lab: LabSet | None = None, race: tuple[Race | None, str] | None = None,
-               queue_size: int = CAPACITY) -> gr.Blocks:
+               queue_size: int = CAPACITY, server_runs: int = SERVER_RUNS) -> gr.Blocks:
     """The Blocks app; `gpu` is spaces.GPU on a ZeroGPU Space (else None): the Run tab's queue makes each
     run one GPU call of it, and it wraps the other tabs' entries that run models; `policy`
     is what this server accepts (control ranges; models in hosted mode); the recorded trace,
     sweep, lab set and race (with its file name) shown first come from assets/ unless given;
-    `queue_size` distinct runs of the Run tab may wait at once."""
+    `queue_size` distinct runs of the Run tab may wait at once; `server_runs` of them stream at once from
+    each vLLM server (docs/architecture.md §9, "lanes")."""
     demo_trace = demo_trace if demo_trace is not None else load_demo_trace(ASSETS_DIR)
     wrap = gpu if gpu is not None else no_gpu
     sweep = sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR)
@@ -67,7 +68,7 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
         load_status_line(demo, runner)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
-                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size)
+                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size, server_runs)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
                 race_tab(runner, policy, *race, wrap)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):

@@ -161,3 +161,21 @@ def test_stopping_a_server_run_closes_its_stream_so_the_server_stops(replay, mon
     ended = seat.run.wait_until_ended(30)
     assert ended.phase == STOPPED and not ended.trace.complete
     assert len(closed) == 1 and not closed[0].is_done                      # closed mid-stream: vLLM aborts it
+
+
+def test_the_page_server_takes_its_server_runs_from_the_command_line(monkeypatch, capsys):
+    import app
+    import specviz.run.tab as tab
+    made: list[RunQueue] = []
+
+    class Recorded(RunQueue):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(tab, "RunQueue", Recorded)
+    app.boot(["--preset", "tiny-random", "--no-preload", "--vllm-runs", "3"])
+    assert [queue.server_runs for queue in made] == [3]
+    with pytest.raises(SystemExit):
+        app.boot(["--preset", "tiny-random", "--no-preload", "--vllm-runs", "0"])
+    assert "--vllm-runs must be at least 1" in capsys.readouterr().err

@@ -18,18 +18,20 @@ from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
 from specviz.model_picker import preset_choices, server_box
 from specviz.serving.runner import CUSTOM, Runner
-from specviz.serving.run_queue import CAPACITY, VIEWERS, RunQueue
+from specviz.serving.run_queue import CAPACITY, SERVER_RUNS, VIEWERS, RunQueue
 
 DEFAULT_PROMPT = "Write a Python function that checks whether a string is a palindrome."
 STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its last run or upload
 
 
 def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Checkbox, width: gr.Number,
-            gpu: GpuDecorator | None, queue_size: int = CAPACITY) -> None:
+            gpu: GpuDecorator | None, queue_size: int = CAPACITY, server_runs: int = SERVER_RUNS) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
     page's text-size toggle and viewport width; `gpu` (spaces.GPU on a ZeroGPU Space, else None) makes
-    each run one GPU call once it leaves the queue; `queue_size` distinct runs may wait at once."""
-    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size, gpu=gpu),
+    each run one GPU call once it leaves the queue; `queue_size` distinct runs may wait at once, and
+    `server_runs` stream at once from each vLLM server."""
+    handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size, gpu=gpu,
+                                                                   server_runs=server_runs),
                         shown_first=demo_trace.trace)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)
