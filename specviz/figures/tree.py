@@ -110,7 +110,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
     # the depth ticks and the axis title (a line each), then the gather's title: just that, so a projector's
     # figure stays short enough to show the gather above the tour's sheet (issue #33)
-    gap_px = 30 + int((2 + title_lines) * style.font_size * 1.4)
+    gap_px = 36 + int((2 + title_lines) * style.font_size * 1.5)
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
