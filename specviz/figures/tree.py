@@ -25,12 +25,12 @@ from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import gather_panel
-from specviz.figures.tree_geometry import TreeGeometry, id_tag_size, tree_geometry
+from specviz.figures.tree_geometry import TreeGeometry, fitted, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, TREE_LABELS, FigureStyle, pattern
-from specviz.tokens import clip, number, short, visible
+from specviz.tokens import number, short, visible
 
 TITLE = "Draft tree"
 CELL_WIDTH = 0.8            # of one depth column
@@ -86,14 +86,15 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     cells = {name: _Cells() for name in CATEGORIES}
     grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT,     # labels cut to fit their cells
                          len(str(max(len(tree.nodes) - 1, 0))))
-    _add(cells[ROOT], 0, 0, clip(ROOT, grid.cell_chars), _root_hover(step))
+    whole = CELL_WIDTH * grid.column_px           # the context's and the extra token's cells carry no id tag
+    _add(cells[ROOT], 0, 0, fitted(ROOT, whole, style.cell_font_size), _root_hover(step))
     ranks = sibling_ranks(tree)
     for node in tree.nodes:       # a phone's cells are too small for an id tag: the id is the cell's first line
         token = short(node.token.text, grid.cell_chars)
         text = f"{node.id}\n{token}" if grid.stacked else token
         _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
     if extra is not None:
-        _add(cells[extra.kind], stop_depth + 1, rows["extra"], short(extra.text, grid.cell_chars),
+        _add(cells[extra.kind], stop_depth + 1, rows["extra"], fitted(visible(extra.text), whole, style.cell_font_size),
              _extra_hover(step, extra))
     gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
     traces = _edges(step, rows, extra) + [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()] + gather_traces
@@ -110,7 +111,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
     # the depth ticks and the axis title (a line each), then the gather's title: just that, so a projector's
     # figure stays short enough to show the gather above the tour's sheet (issue #33)
-    gap_px = 30 + int((2 + title_lines) * style.font_size * 1.4)
+    gap_px = 36 + int((2 + title_lines) * style.font_size * 1.5)
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
