@@ -1,16 +1,24 @@
 """Summary metrics derived from step records, never counted on the side.
 
-Definitions (also in the README):
+Definitions (also in the README), over the *verify steps*, the steps that verified drafts (k > 0):
 - acceptance rate = accepted draft tokens / drafted tokens;
-- mean accepted length = emitted tokens per step, the bonus/recovered token included;
+- mean accepted length τ = 1 + accepted drafts / verify steps: each verify step's accepted drafts plus
+  the one recovered or bonus token, averaged;
 - per-position acceptance[i] = P(draft i accepted | draft i was verified);
-- accepted-length histogram[n] = number of steps that accepted exactly n drafts;
+- accepted-length histogram[n] = number of verify steps that accepted exactly n drafts.
+These are vLLM's own mean_acceptance_length, draft_acceptance_rate and acceptance_histogram
+(vllm/v1/spec_decode/metrics.py counts num_spec_steps, the steps that verified drafts), so a vLLM
+trace shows the numbers its server reports (docs/architecture.md §10, "One quantity, one number").
+A step that drafted nothing (vLLM's prefill step, an n-gram lookup without a match, SpecViz's last
+step when one token of the budget is left) emits one token without a verification: it counts in
+new tokens, steps and target forwards, but not in τ or the histogram (`Summary.undrafted_steps`
+says how many were left out). SpecViz's own first step prefills and verifies, so it counts;
 - mean tree size = token-tree nodes verified per step (tree runs; None for chains);
 - tree counts (tree runs): nodes drafted (every one checked by its step's target forward), nodes the
   walk tried, and accepted path tokens, so a tree's acceptance rate is accepted path tokens / nodes.
 
-Every step is one target forward, so the mean accepted length is also the accepted tokens per
-target forward, for chains and trees alike. In a tree run the draft counts (drafted, acceptance
+every verify step is one target forward, so τ is also the tokens per verifying target forward,
+for chains and trees alike. In a tree run the draft counts (drafted, acceptance
 rate, per position) follow each step's main line (docs/architecture.md §2, "Token trees").
 
 And the i.i.d. acceptance model the figures compare with: each draft accepted with
@@ -72,6 +80,12 @@ class Summary:
     estimated_alpha: float | None    # mean over draft positions of sum_x min(p(x), q(x))
     cost_ratio: float | None         # draft time per drafted token / verify time per step (prefill step excluded)
     mean_tree_nodes: float | None = None   # token-tree nodes verified per step; None for a chain run
+    verify_steps: int | None = None  # steps that verified drafts (k > 0): τ's and the histogram's steps
+
+    @property
+    def undrafted_steps(self) -> int:
+        """Steps that drafted nothing, left out of τ and the histogram (one token each, no verification)."""
+        return self.steps - (self.steps if self.verify_steps is None else self.verify_steps)
 
     @property
     def speedup(self) -> float | None:
@@ -80,16 +94,19 @@ class Summary:
         return self.tokens_per_s / self.baseline.tokens_per_s
 
 
-def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStats | None = None) -> Summary:
-    """Compute every summary figure from the steps alone."""
+def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStats | None = None,
+              k: int = 0) -> Summary:
+    """Compute every summary figure from the steps alone; the histogram spans 0..max(k, the largest step k)
+    (pass the engine's k for an external trace, whose histogram vLLM sizes by its num_spec_tokens)."""
     new_tokens = sum(step.num_emitted for step in steps)
+    verifying = verify_steps(steps)
     drafted = sum(step.k for step in steps)
-    accepted = sum(step.num_accepted for step in steps)
+    accepted = sum(step.num_accepted for step in verifying)
     max_k = max((step.k for step in steps), default=0)
     reached = [0] * max_k
     accepted_at = [0] * max_k
-    histogram = [0] * (max_k + 1)
-    for step in steps:
+    histogram = [0] * (max(max_k, k) + 1)
+    for step in verifying:
         histogram[step.num_accepted] += 1
         for position, verdict in enumerate(step.verdicts):
             if verdict != "unverified":
@@ -103,7 +120,7 @@ def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStat
         drafted=drafted,
         accepted=accepted,
         acceptance_rate=accepted / drafted if drafted else None,
-        mean_accepted_length=new_tokens / len(steps) if steps else None,
+        mean_accepted_length=tokens_per_verify_step(accepted, len(verifying)),
         per_position_acceptance=tuple(a / r if r else None for a, r in zip(accepted_at, reached)),
         accepted_length_histogram=tuple(histogram),
         wall_s=wall_s,
@@ -112,7 +129,28 @@ def summarize(steps: Sequence[StepRecord], wall_s: float, baseline: BaselineStat
         estimated_alpha=sum(overlaps) / len(overlaps) if overlaps else None,
         cost_ratio=cost_ratio(steps),
         mean_tree_nodes=mean_tree_nodes(steps),
+        verify_steps=len(verifying),
     )
+
+
+def verify_steps(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """The steps that verified drafts (k > 0): the steps τ and the histogram count (see the module docstring)."""
+    return [step for step in steps if step.k > 0]
+
+
+def tokens_per_verify_step(accepted: int, steps: int) -> float | None:
+    """τ = 1 + accepted / verify steps (vLLM's mean_acceptance_length); None before any step verified drafts."""
+    return 1.0 + accepted / steps if steps else None
+
+
+def running_tokens_per_step(steps: Sequence[StepRecord]) -> list[float | None]:
+    """τ over the steps so far, after each step (None until a step verified drafts): the per-step chart's line."""
+    running, accepted, verified = [], 0, 0
+    for step in steps:
+        if step.k > 0:
+            accepted, verified = accepted + step.num_accepted, verified + 1
+        running.append(tokens_per_verify_step(accepted, verified))
+    return running
 
 
 def mean_tree_nodes(steps: Sequence[StepRecord]) -> float | None:

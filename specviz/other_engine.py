@@ -2,7 +2,7 @@
 of SpecViz's numbers that engine does not return, in one sentence each, instead of blank cells.
 
 A trace with `config.engine` set (`SpecConfig.is_external`) has no p, q, draws, top lists or phase
-times, and the drafts it rejected are unknown (`DraftToken.origin == "unknown"`, drawn as '?') or
+times, and the drafts it rejected are unknown (`DraftToken.origin == "unknown"`, drawn as UNKNOWN_MARK) or
 rebuilt by SpecViz with the server's own n-gram rule (`"reconstructed"`, marked so). Every view reads
 its words here, so the timeline, the step detail and the cards say the same thing.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.records import DraftToken, TargetToken
 
-UNKNOWN_MARK = "?"             # a drafted token the engine did not return
+UNKNOWN_MARK = "⬚"             # a drafted token the engine did not return: an empty dotted box, never a
+                               # token's text ('?' is one: an accepted '?' looked like an unreturned draft)
 RECONSTRUCTED_MARK = "≈"       # a drafted token SpecViz rebuilt with the engine's own lookup rule
 
 
@@ -39,6 +40,11 @@ def no_phases(config: SpecConfig) -> str:
 
 def unknown_draft(config: SpecConfig) -> str:
     return f"{short_name(config)} does not return the drafts it rejected: drawn as '{UNKNOWN_MARK}'."
+
+
+def unknown_legend(config: SpecConfig) -> str:
+    """The timeline legend's entry for the unknown mark."""
+    return f"{UNKNOWN_MARK} not returned by {short_name(config)} (colour: its verdict)"
 
 
 def reconstructed_draft(config: SpecConfig) -> str:

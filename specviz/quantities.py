@@ -52,9 +52,9 @@ ALPHA = Quantity(
     "tokens on average.")
 TOKENS_PER_STEP = Quantity(
     "tokens_per_step", "tokens per step", "τ",
-    "Tokens per step τ = accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps. "
-    "A step is one target forward, so τ is also the tokens per target forward (vLLM's mean acceptance length); "
-    "at most k + 1.")
+    "Tokens per step τ = accepted drafts + 1 (the recovered or bonus token the target adds), averaged over steps: "
+    "vLLM's mean acceptance length. As vLLM counts, a step that drafted nothing is left out; each step counted is "
+    "one target forward, so τ is also the tokens per verifying target forward; at most k + 1.")
 BY_POSITION = Quantity(
     "by_position", "acceptance by position", "P(dᵢ accepted | checked)",
     "Acceptance by position = P(dᵢ accepted | checked): of the steps whose i-th draft the target checked (every "

@@ -247,11 +247,12 @@ def test_scripted_drafter_summary_by_hand(pair):
     assert summary.drafted == 9 and summary.accepted == 5
     assert summary.acceptance_rate == pytest.approx(5 / 9)
     assert summary.steps == 3 + (12 - 8)                                 # 4 + 1 + 3 tokens, then single steps
-    assert summary.mean_accepted_length == pytest.approx(12 / summary.steps)
+    assert summary.verify_steps == 3 and summary.undrafted_steps == 4     # the single steps drafted nothing
+    assert summary.mean_accepted_length == pytest.approx(8 / 3)          # τ counts the steps that verified drafts
     # position 0: reached in all 3 steps, accepted in 2; position 1: steps 0 and 2, both accepted;
     # position 2: steps 0 (accepted) and 2 (rejected); position 3: never reached (step 2 rejected at 2)
     assert summary.per_position_acceptance == pytest.approx((2 / 3, 1.0, 1 / 2, None))
-    assert summary.accepted_length_histogram[:4] == (1 + 4, 0, 1, 1)
+    assert summary.accepted_length_histogram[:4] == (1, 0, 1, 1)
     assert [e.kind for e in trace.steps[0].emitted] == ["accepted"] * 3 + ["bonus"]
     assert [e.kind for e in trace.steps[1].emitted] == ["recovered"]
 

@@ -1,5 +1,5 @@
 """A vLLM trace in a real browser (Debian's chromium, Playwright) on the real Gradio app: the page opens on a
-trace built from a recorded vLLM 0.32 stream and draws the drafts vLLM did not return as '?' cells, says why p
+trace built from a recorded vLLM 0.32 stream and draws the drafts vLLM did not return as '⬚' cells, says why p
 and q are absent, names the engine; then the picker's "vLLM server (URL)…" shows its URL box and a run streams
 from the recorded server replayed over real HTTP (tests/vllm_replay.py) through app.py's real EngineRunner;
 a dead address is one sentence and the drawn run stays. Each wait is for the exact state asserted."""
@@ -10,6 +10,7 @@ import pytest
 
 from app import EngineRunner
 from specviz.assets import DemoTrace
+from specviz.other_engine import UNKNOWN_MARK
 from test_ui_browser import CELLS_JS, open_page, wait_cells, wait_status
 from ui_server import serve
 from vllm_replay import ReplayServer, load_recording
@@ -41,7 +42,7 @@ def test_a_vllm_trace_and_a_run_on_the_server_in_the_browser(browser, vllm_app):
     metrics = recorded_metrics("long")
     unknown = sum(k - a for k, a in zip(metrics["per_step_drafted"], metrics["per_step_accepted"]))
     page.wait_for_function(f"({UNKNOWN_JS})().length === {unknown}")
-    assert set(page.evaluate(UNKNOWN_JS)) == {"?"}                   # every unreturned draft drawn as '?'
+    assert set(page.evaluate(UNKNOWN_JS)) == {UNKNOWN_MARK}          # every unreturned draft drawn as '⬚'
     page.wait_for_function("document.querySelector('#sv-metrics').innerText.includes('vLLM 0.32.0')")
     assert "k = 3 is the server's setting" in page.inner_text("#sv-metrics")
     page.locator("#sv-scrubber input[type=range]").focus()

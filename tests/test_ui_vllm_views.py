@@ -1,11 +1,12 @@
 """The Run tab's views on a vLLM trace (issue #32, item 3 page side): a trace built by engine/vllm/to_trace.py
-from a recorded vLLM stream (tests/vllm_traces.py) draws the drafts vLLM did not return as '?' cells of their
-own kind (rejected / unverified), marks n-gram drafts SpecViz rebuilt, says in one sentence why p, q and the
+from a recorded vLLM stream (tests/vllm_traces.py) draws the drafts vLLM did not return as '⬚' cells of their
+own kind (rejected / unverified; the mark is in the legend, and a real '?' token reads as itself), marks n-gram drafts SpecViz rebuilt, says in one sentence why p, q and the
 draws are absent (never blank cells without a reason), names the engine, method, k and dtype, and its
 acceptance charts agree with the server's own per-step counts. It exports and uploads like any trace."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections import Counter
 
@@ -13,6 +14,7 @@ from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.figures.acceptance import histogram_figure, position_figure
 from specviz.figures.timeline import timeline_figure
+from specviz.other_engine import UNKNOWN_MARK
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views, render
 from specviz.tokens import short
@@ -40,13 +42,39 @@ def test_drafts_vllm_did_not_return_are_question_marks_of_their_own_kind():
         step: K - accepted - 1 for step, accepted in enumerate(ACCEPTED, start=1) if K - accepted - 1 > 0}
     for kind in ("rejected", "unverified"):
         for step, text, hover in drawn[kind]:
-            assert text == "?", (kind, step, text)
+            assert text == UNKNOWN_MARK, (kind, step, text)
             assert "vLLM does not return the drafts it rejected" in hover and NO_NUMBERS in hover
             assert "q (draft prob)" not in hover and "p (target prob)" not in hover
     trace = vllm_trace("long")
     kept = [(step.index, html.escape(short(token.text), quote=False)) for step in trace.steps for token in step.emitted if token.kind == "accepted"]
     assert [(step, text) for step, text, _ in drawn["accepted"]] == kept and len(kept) == sum(ACCEPTED)
     assert all(NO_NUMBERS in hover for kind in ("recovered", "bonus") for _, _, hover in drawn[kind])
+
+
+def with_question_mark(trace: Trace) -> tuple[Trace, int]:
+    """The trace with its first accepted draft's token text made '?' (a real token: vLLM returned it)."""
+    step = next(step for step in trace.steps if step.num_accepted and step.num_accepted < step.k)
+    draft = dataclasses.replace(step.draft[0], text="?")
+    emitted = (dataclasses.replace(step.emitted[0], text="?"), *step.emitted[1:])
+    changed = dataclasses.replace(step, draft=(draft, *step.draft[1:]), emitted=emitted)
+    return dataclasses.replace(trace, steps=tuple(changed if s is step else s for s in trace.steps)), step.index
+
+
+def test_an_accepted_question_mark_does_not_look_like_a_draft_vllm_did_not_return():
+    trace, index = with_question_mark(vllm_trace("long"))
+    figure = timeline_figure(trace)
+    drawn = cells(figure)
+    assert (index, "?") in [(step, text) for step, text, _ in drawn["accepted"]]
+    unknown = [text for kind in ("rejected", "unverified") for step, text, _ in drawn[kind] if step == index]
+    assert unknown and set(unknown) == {UNKNOWN_MARK} != {"?"}
+    legend = [bar.name for bar in figure.data if bar.meta == "unknown"]
+    assert legend == [f"{UNKNOWN_MARK} not returned by vLLM (colour: its verdict)"]
+    detail = render(trace, "", selected=index).detail
+    assert "<span class='sv-tok sv-accepted'>?</span>" in detail
+    assert f"<span class='sv-tok sv-rejected sv-unknown' title='vLLM does not return the drafts it rejected: drawn as " \
+           f"&#x27;{UNKNOWN_MARK}&#x27;.'>{UNKNOWN_MARK}</span>" in detail
+    own = timeline_figure(make_trace([2, 3]))                               # SpecViz's own: every draft known
+    assert "unknown" not in [bar.meta for bar in own.data]
 
 
 def test_reconstructed_ngram_drafts_are_marked_as_rebuilt():
@@ -69,8 +97,8 @@ def test_the_step_detail_says_why_there_are_no_numbers():
         assert "vLLM does not time its draft and verify phases" in detail and "verify 0.0 ms" not in detail
         assert "draft: not reported by vLLM" in detail and "n-gram" not in detail
         if step.num_accepted < step.k:
-            assert "vLLM does not return the drafts it rejected: drawn as &#x27;?&#x27;." in detail
-            assert "<span class='sv-tok sv-rejected' title=" in detail and ">?</span>" in detail
+            assert f"vLLM does not return the drafts it rejected: drawn as &#x27;{UNKNOWN_MARK}&#x27;." in detail
+            assert "<span class='sv-tok sv-rejected sv-unknown' title=" in detail and f">{UNKNOWN_MARK}</span>" in detail
 
 
 def test_a_sampled_vllm_rejection_names_vllms_test_not_a_blank_residual():
@@ -102,9 +130,9 @@ def test_the_acceptance_charts_agree_with_the_servers_counts():
         reached = sum(accepted >= position for accepted in ACCEPTED)
         assert abs(by_position[position] - sum(accepted > position for accepted in ACCEPTED) / reached) < 1e-9
     histogram = histogram_figure(trace).data[0]
-    counts = [round(share * len(trace.steps)) for share in histogram.y]
-    assert counts[1:] == FINAL_METRICS["acceptance_histogram"][1:]          # vLLM's own histogram
-    assert counts[0] - FINAL_METRICS["acceptance_histogram"][0] == len(trace.steps) - verify_steps  # + the prefill's
+    counts = [round(share * verify_steps) for share in histogram.y]        # shares of the steps that verified
+    assert counts == FINAL_METRICS["acceptance_histogram"] == list(histogram.customdata)   # vLLM's own histogram
+    assert len(trace.steps) - verify_steps == 1                              # the prefill's step, left out
 
 
 def test_a_vllm_trace_exports_uploads_and_draws_the_same():
@@ -123,4 +151,4 @@ def test_a_vllm_trace_exports_uploads_and_draws_the_same():
 def test_a_live_vllm_run_draws_before_its_final_counts_arrive():
     live = vllm_trace("sampled", complete=False, chunks=6)
     views = render(live, "running", live=True)
-    assert not live.complete and "incomplete" in views.output and "?" in str(cells(views.timeline)["rejected"])
+    assert not live.complete and "incomplete" in views.output and UNKNOWN_MARK in str(cells(views.timeline)["rejected"])

@@ -51,7 +51,8 @@ class Trace:
 
     @property
     def summary(self) -> Summary:
-        return summarize(self.steps, self.wall_s, self.baseline)
+        """The steps' summary (engine/metrics.py); an external engine's histogram spans its k, as it reports it."""
+        return summarize(self.steps, self.wall_s, self.baseline, self.config.k if self.config.is_external else 0)
 
     def with_baseline(self, baseline: BaselineStats) -> "Trace":
         return dataclasses.replace(self, baseline=baseline)

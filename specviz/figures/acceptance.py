@@ -2,7 +2,8 @@
 position, and how many drafts each step accepted against the i.i.d. (truncated geometric) model.
 
 The quantities keep the names, symbols and definitions of specviz/quantities.py: tokens per step τ
-(accepted + 1 per step, the recovered or bonus token included) and acceptance by position are measured;
+(accepted + 1 per step that verified drafts, the recovered or bonus token included; engine/metrics.py) and
+acceptance by position are measured;
 the model lines are the i.i.d. model at the run's expected acceptance α = Σ min(p, q), the same α the
 predicted-speedup card and the Explore tab use (a tree run records no α, so it has no model lines).
 A run on a vLLM server may add the whole server's acceptance by position over the run (its /metrics).
@@ -10,12 +11,11 @@ A run on a vLLM server may add the whole server's acceptance by position over th
 
 from __future__ import annotations
 
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from engine.metrics import expected_histogram, expected_tokens_per_step
+from engine.metrics import expected_histogram, expected_tokens_per_step, running_tokens_per_step
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, make_figure
 from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, alpha_text, hover_tip, shown_alpha
@@ -62,8 +62,7 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
     if trace is None or not trace.steps:
         return empty_figure(PER_STEP_TITLE, "No steps yet.", style)
     steps = [step.index for step in trace.steps]
-    emitted = list(accumulate(step.num_emitted for step in trace.steps))
-    running = [total / count for count, total in enumerate(emitted, start=1)]
+    running = running_tokens_per_step(trace.steps)       # the steps that verified drafts, as the τ card
     tree = trace.config.is_tree          # a tree step drafts nodes and accepts a path
     drafted = [len(step.tree.nodes) if step.tree is not None else step.k for step in trace.steps]
     traces = [
@@ -144,16 +143,19 @@ def _server_bars(server: ServerShare, positions: int) -> dict:
 def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
     """Share of steps that accepted exactly n drafts, with the truncated geometric model overlaid."""
     summary = None if trace is None else trace.summary
-    if summary is None or not summary.steps:
-        return empty_figure(HISTOGRAM_TITLE, "No steps yet.", style)
+    if summary is None or not summary.verify_steps:
+        return empty_figure(HISTOGRAM_TITLE, "No step has verified drafts yet.", style)
     counts = list(summary.accepted_length_histogram)
     ns = list(range(len(counts)))
-    traces = [{"type": "bar", "x": ns, "y": [count / summary.steps for count in counts], "name": "measured",
+    left_out = summary.undrafted_steps        # one token each, nothing verified: vLLM leaves them out too
+    name = f"measured ({summary.verify_steps} steps that verified drafts; {left_out} that drafted nothing left out)" \
+        if left_out else "measured"
+    traces = [{"type": "bar", "x": ns, "y": [count / summary.verify_steps for count in counts], "name": name,
                "meta": "measured", "marker": {"color": COLORS["accepted"]}, "customdata": counts,
                "hovertemplate": "%{x} accepted: %{customdata} steps (%{y:.1%})<extra></extra>"}]
     alpha = summary.estimated_alpha
     if alpha is not None:
-        model = expected_histogram(shown_alpha(alpha), [step.k for step in trace.steps], len(counts) - 1)
+        model = expected_histogram(shown_alpha(alpha), [step.k for step in trace.steps if step.k], len(counts) - 1)
         traces.append({"type": "scatter", "x": ns, "y": model, "name": f"model αⁿ(1−α), αᵏ at n=k; α = {alpha_text(alpha)}",
                        "meta": "model", "mode": "lines+markers", "line": {**MODEL_LINE, "width": 3},
                        "marker": {"size": 10, "symbol": "diamond"},

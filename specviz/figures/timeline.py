@@ -7,7 +7,8 @@ or a *bonus* token after a full accept (greedy: the argmax; sampling: drawn from
 bottom row marks the carryover fed to the draft model before it drafts. Besides its
 Okabe-Ito colour each kind has its own fill pattern (specviz/style.py PATTERNS), so colour is never
 the only cue. A run on another engine (a vLLM server) keeps each draft's kind but draws the drafts it
-did not return as '?' and the ones SpecViz rebuilt as '≈token'; its hovers say what it does not return
+did not return as '⬚' (other_engine.UNKNOWN_MARK, in the legend: a token's own text can be '?') and the ones
+SpecViz rebuilt as '≈token'; its hovers say what it does not return
 (specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
 or zoom to see the others.
@@ -25,7 +26,7 @@ from engine.config import SpecConfig
 from engine.records import StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
-from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label
+from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern
 from specviz.tokens import clip, number, short, visible
@@ -68,6 +69,8 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
         _add_step(cells, step, previous, max_k + 1, style.cell_chars, trace.config)
     tree = any(step.tree is not None for step in trace.steps)
     bars = [_bar(name, cell, style, kind_labels(tree)[name]) for name, cell in cells.items()]
+    if any(not draft.known for step in trace.steps for draft in step.draft):
+        bars.append(_unknown_key(trace.config))
     indices = [step.index for step in trace.steps]
     window = step_window(indices, style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
@@ -169,6 +172,15 @@ def _bar(name: str, cells: _Cells, style: FigureStyle, label: str) -> dict[str, 
         "constraintext": "none", "cliponaxis": True,
         "textfont": {"color": TEXT_ON[name], "size": style.cell_font_size, "family": "monospace"},
     }
+
+
+def _unknown_key(config: SpecConfig) -> dict[str, Any]:
+    """A legend-only entry naming the mark of a draft the engine did not return (no cells of its own: each
+    such draft keeps its verdict's colour and pattern)."""
+    return {"type": "bar", "name": unknown_legend(config), "meta": "unknown", "x": [None], "y": [None], "text": [""],
+            "hovertext": [""],
+            "marker": {"color": "rgba(0,0,0,0)", "line": {"width": 1, "color": "#555"}}, "hoverinfo": "skip",
+            "showlegend": True}
 
 
 def _escape(text: str) -> str:

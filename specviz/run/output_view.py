@@ -84,8 +84,8 @@ def _chain_cards(trace: Trace, max_k: int) -> list[str]:
                     f"{summary.accepted} of {summary.drafted} drafted tokens accepted (drafts after a rejected one "
                     "count as drafted, never checked)", quantity=ACCEPTANCE_RATE),
         metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
-                    f"accepted drafts + 1 recovered or bonus token per step, one target forward each, so at most "
-                    f"k + 1 = {max_k + 1}{model}", quantity=TOKENS_PER_STEP),
+                    f"accepted drafts + 1 recovered or bonus token per step that verified drafts, one target forward "
+                    f"each, so at most k + 1 = {max_k + 1}{model}{left_out_note(trace)}", quantity=TOKENS_PER_STEP),
     ]
     if alpha is not None:
         cards.append(metric_card("", alpha_text(alpha),
@@ -108,9 +108,23 @@ def _tree_cards(trace: Trace, trees: TreeCounts) -> list[str]:
                     f"({trees.accepted / trees.steps:.2f} a step); not the chain's acceptance rate r: a tree drafts several "
                     "candidates for a position and at most one is accepted", quantity=NODE_ACCEPTANCE),
         metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
-                    "the accepted path + 1 recovered or bonus token per step, one target forward each",
-                    quantity=TOKENS_PER_STEP),
+                    f"the accepted path + 1 recovered or bonus token per step, one target forward each"
+                    f"{left_out_note(trace)}", quantity=TOKENS_PER_STEP),
     ]
+
+
+def left_out_note(trace: Trace) -> str:
+    """'; 2 steps that drafted nothing are left out (…)': the steps τ does not count, when there are any."""
+    count = trace.summary.undrafted_steps
+    if not count:
+        return ""
+    ngram = trace.config.drafter == NGRAM_DRAFTER
+    if trace.config.is_external:        # vLLM's prefill step drafts nothing; its n-gram lookups may find no match
+        why = "the prefill's token" + (", and n-gram lookups that found no match" if ngram and count > 1 else "")
+    else:                               # SpecViz's own first step drafts; a last step with one token left does not
+        why = ("n-gram lookups without a match, or " if ngram else "") + "the token budget's last token"
+    return (f"; {count} step{'s' * (count != 1)} that drafted nothing ({why}) {'are' if count != 1 else 'is'} left "
+            "out: one token each, nothing verified, as vLLM counts")
 
 
 def _predicted_card(trace: Trace, k: int) -> str:

@@ -146,7 +146,8 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
         origin = draft_origin(config, draft) if external else ""
         absent = f" title='{escape(no_numbers(config))}'" if external else ""
         rows.append(
-            f"<tr class='sv-{verdict}'><td>d{position + 1}</td><td>{chip(draft_label(draft), verdict, origin or None)}"
+            f"<tr class='sv-{verdict}'><td>d{position + 1}</td>"
+            f"<td>{chip(draft_label(draft), verdict if draft.known else f'{verdict} sv-unknown', origin or None)}"
             f"{'<br><small>reconstructed</small>' if draft.origin == 'reconstructed' else ''}</td>"
             f"<td{absent}>{number(draft.q)}</td><td{absent}>{number(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
