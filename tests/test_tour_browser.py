@@ -35,6 +35,13 @@ PROBLEMS_JS = """() => {
     const shown = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
     const box = e => e.getBoundingClientRect();
     const name = e => { const owner = e.closest('[id^=sv-]'); return owner ? '#' + owner.id : e.tagName.toLowerCase(); };
+    const drawn = (plot, e) => {     // a bar's text inside its plot area: one panned out of view is clipped, not drawn
+        const sub = e.closest('.subplot'), id = sub && [...sub.classList].find(c => c !== 'subplot');
+        const drag = id && plot.querySelector(`.draglayer .${id} .nsewdrag`);
+        if (!drag) return true;
+        const d = box(drag), r = box(e), x = (r.left + r.right) / 2, y = (r.top + r.bottom) / 2;
+        return x >= d.left && x <= d.right && y >= d.top && y <= d.bottom;
+    };
     const sheet = document.querySelector('.sv-tour-sheet');
     const free = sheet && shown(sheet) ? box(sheet).top : innerHeight;      // the screen above the tour's sheet
     const onScreen = r => r.bottom > 0 && r.top < free && r.width > 0;
@@ -62,7 +69,7 @@ PROBLEMS_JS = """() => {
         if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
         const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
                                                 '.g-ytitle text, .xtick text, .ytick text, .bartext')]
-            .filter(e => shown(e) && e.textContent.trim() !== '');
+            .filter(e => shown(e) && e.textContent.trim() !== '' && (!e.classList.contains('bartext') || drawn(plot, e)));
         for (const text of texts) {
             const r = box(text);
             if (r.left < svg.left - 1 || r.right > svg.right + 1)

@@ -97,7 +97,8 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         _add(cells[extra.kind], stop_depth + 1, rows["extra"], fitted(visible(extra.text), whole, style.cell_font_size),
              _extra_hover(step, extra))
     gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
-    traces = _edges(step, rows, extra) + [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()] + gather_traces
+    bars = [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()]
+    traces = _edges(step, rows, extra) + bars + gather_traces
     count = 1 + max(rows.values())
     sentences = [tree_summary(step), rescue_sentence(step), _gather_words(step)]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
@@ -109,8 +110,8 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     tree_px = max(count, 2) * row_px + 20
     panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
-    # the depth ticks and the axis title (a line each), then the gather's title: just that, so a projector's
-    # figure stays short enough to show the gather above the tour's sheet (issue #33)
+    # the depth ticks and the axis title (a line each), then the gather's title: no more, so a projector's
+    # figure is as short as its text allows (issue #33; at 1280 x 720 the gather still sits under the tour's sheet)
     gap_px = 36 + int((2 + title_lines) * style.font_size * 1.5)
     gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
     plot_px = tree_px + gap_px + gather_px

@@ -4,9 +4,9 @@ The tree figure (specviz/figures/tree.py) puts one depth per column; the chart's
 style knows of the page (FigureStyle.line_px), so a column's width in pixels follows, and from it how many
 characters of a token fit a cell and whether the "depth N" tick labels fit their column or must shorten to
 the bare depth. On a phone a cell is too narrow for its node id and its token side by side, so the id goes
-on a line of its own above the token (elsewhere it is a tag at the cell's top-left corner, and the
-token, anchored at the cell's right end, leaves it room) and rows grow to hold two lines; elsewhere a row is as tall as its
-one line needs (a projector's figure must stay short enough to show the gather above the tour's sheet). Monospace glyphs are MONO_EM font
+on a line of its own above the token and rows grow to hold two lines; elsewhere the id is a tag at the
+cell's top-left corner, the token (anchored at the cell's right end) leaves it room, and a row is only as
+tall as its one line needs (a projector's figure as short as its text allows). Monospace glyphs are MONO_EM font
 sizes wide (DejaVu Sans Mono and its kin: 0.60); proportional text uses the style's CHAR_EM.
 """
 
