@@ -5,19 +5,23 @@ Definitions (also in the README), over the *verify steps*, the steps that verifi
 - mean accepted length τ = 1 + accepted drafts / verify steps: each verify step's accepted drafts plus
   the one recovered or bonus token, averaged;
 - per-position acceptance[i] = P(draft i accepted | draft i was verified);
-- accepted-length histogram[n] = number of verify steps that accepted exactly n drafts.
-These are vLLM's own mean_acceptance_length, draft_acceptance_rate and acceptance_histogram
-(vllm/v1/spec_decode/metrics.py counts num_spec_steps, the steps that verified drafts), so a vLLM
-trace shows the numbers its server reports (docs/architecture.md §10, "One quantity, one number").
-A step that drafted nothing (vLLM's prefill step, an n-gram lookup without a match, SpecViz's last
-step when one token of the budget is left) emits one token without a verification: it counts in
-new tokens, steps and target forwards, but not in τ or the histogram (`Summary.undrafted_steps`
-says how many were left out). SpecViz's own first step prefills and verifies, so it counts;
+- accepted-length histogram[n] = number of verify steps that accepted exactly n drafts;
 - mean tree size = token-tree nodes verified per step (tree runs; None for chains);
 - tree counts (tree runs): nodes drafted (every one checked by its step's target forward), nodes the
   walk tried, and accepted path tokens, so a tree's acceptance rate is accepted path tokens / nodes.
 
-every verify step is one target forward, so τ is also the tokens per verifying target forward,
+These are vLLM 0.32's own mean_acceptance_length, draft_acceptance_rate and acceptance_histogram
+(vllm/v1/metrics/stats.py `RequestSpecDecodeMetrics.to_dict`: 1 + accepted / num_spec_steps, over the
+steps that verified drafts), so a vLLM trace shows the numbers its server reports (docs/architecture.md
+§10, "One quantity, one number"). A step that drafted nothing (vLLM's prefill step, an n-gram lookup
+without a match, SpecViz's last step when one token of the budget is left) emits one token without a
+verification: it counts in new tokens, steps and target forwards, not in τ or the histogram
+(`Summary.undrafted_steps` says how many were left out). SpecViz's own first step prefills and
+verifies, so it counts. τ counts accepted drafts, as the acceptance rate does, so τ − 1 = r × drafted /
+verify steps exactly (an EOS among accepted drafts ends the output before the drafts after it, which
+still count as accepted). Before any step verified drafts τ is None (vLLM reports 1.0).
+
+Every verify step is one target forward, so τ is also the tokens per verifying target forward,
 for chains and trees alike. In a tree run the draft counts (drafted, acceptance
 rate, per position) follow each step's main line (docs/architecture.md §2, "Token trees").
 

@@ -45,6 +45,8 @@ def test_a_vllm_trace_and_a_run_on_the_server_in_the_browser(browser, vllm_app):
     assert set(page.evaluate(UNKNOWN_JS)) == {UNKNOWN_MARK}          # every unreturned draft drawn as '⬚'
     page.wait_for_function("document.querySelector('#sv-metrics').innerText.includes('vLLM 0.32.0')")
     assert "k = 3 is the server's setting" in page.inner_text("#sv-metrics")
+    tau = f"{metrics['mean_acceptance_length']:.2f}"                # the server's own τ on the τ card (2.79, not 2.67)
+    assert page.locator("[data-quantity='tokens_per_step'] .sv-card-value").inner_text() == tau
     page.locator("#sv-scrubber input[type=range]").focus()
     page.keyboard.press("Home")                                     # step 0: the prefill; then a step with drafts
     page.click("#sv-next")

@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from engine.cli.report import format_summary
 from engine.config import SpecConfig
 from engine.formats.trace import Trace
 from engine.metrics import running_tokens_per_step
@@ -126,6 +127,8 @@ def test_a_step_that_drafted_nothing_is_left_out_and_counted_on_the_card() -> No
     assert running_tokens_per_step(trace.steps) == pytest.approx([5.0, 5.0, 3.5, 3.5])
     assert tau_card(metrics_html(trace))[0] == "3.50"
     assert "2 steps that drafted nothing (the token budget's last token) are left out" in tau_card(metrics_html(trace))[1]
+    assert "mean length  3.50 tokens per step" in format_summary(trace)
+    assert "2 step(s) that drafted nothing left out" in format_summary(trace)          # the CLI says it too
     # τ − 1 = r × drafts per verify step, exactly (the accepted drafts are counted once for both)
     assert summary.mean_accepted_length - 1 == pytest.approx(summary.acceptance_rate * summary.drafted / 2)
 

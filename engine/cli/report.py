@@ -34,7 +34,8 @@ def format_summary(trace: Trace, out_path: Path | None = None) -> str:
         f"({summary.target_forwards} target forwards{', stopped at EOS' if trace.steps and trace.steps[-1].eos else ''})",
         f"acceptance   {_pct(summary.acceptance_rate)} of {summary.drafted} drafted tokens accepted",
         f"mean length  {_num(summary.mean_accepted_length)} tokens per step = per target forward "
-        "(bonus/recovered token included)",
+        "(bonus/recovered token included)" + (f"; {summary.undrafted_steps} step(s) that drafted nothing left out"
+                                              if summary.undrafted_steps else ""),
         "per position " + " ".join(_pct(value) for value in summary.per_position_acceptance)
         + (" (along each step's main line)" if config.is_tree else ""),
         f"speed        {_num(summary.tokens_per_s, 1)} tok/s over {summary.wall_s:.2f} s",
