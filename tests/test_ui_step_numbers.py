@@ -14,6 +14,7 @@ from html import unescape
 from engine.records import DraftToken, TargetToken
 from specviz.run.step_detail import step_detail_html
 from trace_factory import make_step, trace_from_steps
+from tree_factory import make_tree_trace
 
 # (q, p) of d1..d4 of one sampled step: the reviewer's row is d4; d3's p/q sits on a rounding edge, so its
 # 3-significant-digit p and q give 0.002 less than the unrounded ratio.
@@ -53,3 +54,27 @@ def test_every_ratio_comes_from_its_row_s_shown_p_and_q_or_says_so():
         else:
             assert not note
     assert said == [rows[2]["min(1, p/q)"].partition("<br>")[0]]          # only the rounding edge needs the words
+
+
+def test_a_tree_node_s_acceptance_is_its_shown_p_where_no_sibling_was_refused_before_it():
+    """A sampled tree walk accepts a first-tried node x with probability p(x) (engine/decode/tree/accept.py):
+    its 'accept with' cell must read as its p cell, digit for digit, also for a small p (planted 3-decimal
+    'accept with' beside a 3-significant-digit p: caught)."""
+    trace = make_tree_trace(sampling=True)
+    step = next(step for step in trace.steps if step.tree and any(node.draw is not None for node in step.tree.nodes))
+    first = next(node for node in step.tree.nodes if node.draw is not None)
+    small = dataclasses.replace(first, p=0.00812, accept_prob=0.00812, draw=0.5, verdict="rejected")
+    tree = dataclasses.replace(step.tree, nodes=tuple(small if node.id == first.id else node
+                                                      for node in step.tree.nodes))
+    trace = dataclasses.replace(trace, steps=tuple(dataclasses.replace(s, tree=tree) if s is step else s
+                                                   for s in trace.steps))
+    page = step_detail_html(trace, step.index)
+    rows = re.findall(r"<tr class='sv-(?:accepted|rejected)'>(.*?)</tr>", page, re.S)
+    checked = 0
+    for row in rows:
+        found = dict(re.findall(r"<td data-label='([^']*)'[^>]*>(.*?)</td>", row, re.S))
+        if "renormalised" in unescape(found["why"]) or "refused before" in unescape(found["why"]):
+            continue
+        assert found["accept with"] == found["p (target prob)"], found
+        checked += 1
+    assert checked and "0.00812" in page and "u = 0.500 ≥ 0.00812" in unescape(page)

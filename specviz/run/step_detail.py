@@ -24,9 +24,8 @@ from specviz.run.cache_story import (CacheStory, are, carried_next, draft_story,
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
                                       tree_depth_limit, verdict_reason)
-from specviz.run.step_table import column_names, labelled
+from specviz.run.step_table import column_names, labelled, probability_cell, ratio_cell
 from specviz.run.tree_walk import walk_stop_html, walk_table
-from specviz.quantities import probability_text, ratio_text
 from specviz.style import kind_labels
 from specviz.tokens import chip, number, visible
 
@@ -142,7 +141,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
-        sampled = ("" if not tested else f"{_ratio_cell(step.accept_prob[position], target.p, draft.q)}"
+        sampled = ("" if not tested else f"{ratio_cell(step.accept_prob[position], target.p, draft.q)}"
                                          f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
         origin = draft_origin(config, draft) if external else ""
         absent = f" title='{escape(no_numbers(config))}'" if external else ""
@@ -150,7 +149,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"<tr class='sv-{verdict}'><td>d{position + 1}</td>"
             f"<td>{chip(draft_label(draft), verdict if draft.known else f'{verdict} sv-unknown', origin or None)}"
             f"{'<br><small>reconstructed</small>' if draft.origin == 'reconstructed' else ''}</td>"
-            f"<td{absent}>{_probability(draft.q)}</td><td{absent}>{_probability(target.p)}</td>{sampled}"
+            f"<td{absent}>{probability_cell(draft.q)}</td><td{absent}>{probability_cell(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(_reason(step, position, config))}</td>"
             f"{_choice(target_label(target), _unused_because(step, position), '' if target.known else unknown_target(config))}"
@@ -181,17 +180,6 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
     kind = "sv-steps sv-stacks" if greedy else "sv-steps sv-stacks sv-sampled"
     return (f"<div class='sv-table-wrap'><table class='sv-table {kind}'><caption>Draft vs target ({escape(rule)})"
             f"</caption><thead>{head}</thead><tbody>{labelled(''.join(rows), column_names(head))}</tbody></table></div>")
-
-
-def _probability(value: float | None) -> str:
-    """A p or q cell: 3 significant digits below 0.1, so the ratio beside it comes out of its digits."""
-    return number(None) if value is None else probability_text(value)
-
-
-def _ratio_cell(ratio: float | None, p: float | None, q: float | None) -> str:
-    """The min(1, p/q) cell, saying so where the shown p and q do not give its digits (issue #33 item 2)."""
-    shown, rounding = ratio_text(ratio, p, q)
-    return f"<td class='sv-col-test'>{shown}" + (f"<br><small>{escape(rounding)}</small>" if rounding else "") + "</td>"
 
 
 def _unused_because(step: StepRecord, position: int) -> str:
