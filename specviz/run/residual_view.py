@@ -124,14 +124,15 @@ def _sum_row(share: _Share, overlap: float, drawn: bool, draft_id: int) -> str:
                      f"{rest} × {residual} {product} {part_text}")
     parts = equals_sign(float(min_text) + float(part_text), total_text)
     tip_row = f"{visible(share.text)}: {min_text} + {part_text} {parts} {total_text}, and p = {p}"
-    mark = " <b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""
+    mark = "\u00a0<b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""      # no break before it
     return (f"<div class='sv-sum-row{' sv-picked' if drawn else ''}' title='{escape(tip_row)}'>"
             f"<span class='sv-bar-label'>{chip(share.text, _kind(share.id, drawn, draft_id))}</span>"
             f"<span class='sv-sum-bar'><span class='sv-sum-part sv-sum-accepted' style='width:{100 * accepted:.2f}%' "
             f"title='{escape(tip_accepted)}'></span><span class='sv-sum-part sv-sum-recovered' "
             f"style='width:{100 * recovered:.2f}%' title='{escape(tip_recovered)}'></span>"
             f"<span class='sv-sum-p' style='left:{100 * share.p:.2f}%' title='p = {p}'></span></span>"
-            # the mark inside the numbers' box: as a flex item of its own it wrapped onto a line between rows
+            # the mark inside the numbers' box, glued to the last number: as a flex item of its own it wrapped onto
+            # a line between rows at 390 px and at 1280 px with large text
             f"<span class='sv-bar-value'>{escape(numbers)}{mark}</span></div>")
 
 
