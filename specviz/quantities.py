@@ -10,6 +10,7 @@ engine/metrics.py (r and τ from the steps, α from the recorded Σ min(p, q)).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from html import escape
 
@@ -105,3 +106,45 @@ def hover_tip(quantity: Quantity, chars: int = 60) -> str:
         else:
             current = f"{current} {word}".strip()
     return "<br>".join(escape(line, quote=False) for line in [*lines, current])
+
+
+PROBABILITY_DIGITS = 3       # a probability is shown to 3 decimals, or to 3 significant digits when smaller than 0.1
+
+
+def probability_text(value: float) -> str:
+    """'0.328', and for a small probability 3 significant digits ('0.00812', '8.12e-05'), so a ratio of two small
+    shown probabilities still comes out near the shown ratio (issue #33 item 2: 'q 0.009, p 0.008' beside
+    'min(1, p/q) 0.955', where the shown digits give 0.889)."""
+    if value == 0 or abs(value) >= 0.1:
+        return f"{value:.{PROBABILITY_DIGITS}f}"
+    if abs(value) < 1e-4:
+        return f"{value:.{PROBABILITY_DIGITS - 1}e}"
+    decimals = PROBABILITY_DIGITS - 1 - math.floor(math.log10(abs(value)))
+    text = f"{value:.{decimals}f}"
+    return text if len(text.lstrip("-0.")) <= PROBABILITY_DIGITS else f"{value:.{decimals - 1}f}"
+
+
+def reproduces(from_shown: float, shown: str) -> bool:
+    """Whether a number worked out from other shown numbers' digits, written with `shown`'s decimals, is `shown`:
+    then '=' is true of the digits on screen; else the page says '≈' (or why they differ)."""
+    decimals = len(shown.partition(".")[2]) if "e" not in shown else None
+    return (f"{from_shown:.{decimals}f}" == shown if decimals is not None
+            else math.isclose(from_shown, float(shown), rel_tol=5e-3))
+
+
+def equals_sign(from_shown: float, shown: str) -> str:
+    """'=' when the shown operands' digits give `shown`, else '≈' (their rounding said beside the equation)."""
+    return "=" if reproduces(from_shown, shown) else "≈"
+
+
+def ratio_text(ratio: float | None, p: float | None, q: float | None) -> tuple[str, str]:
+    """min(1, p/q) as shown (3 decimals, as the draw u beside it) and '' or, where the shown p and q
+    (`probability_text`) do not give it, the sentence saying so: the test used the unrounded numbers."""
+    if ratio is None:
+        return "\u2013", ""
+    shown = f"{ratio:.{PROBABILITY_DIGITS}f}"
+    if p is None or q is None or not float(probability_text(q)):
+        return shown, ""
+    from_shown = min(1.0, float(probability_text(p)) / float(probability_text(q)))
+    return shown, ("" if reproduces(from_shown, shown)
+                   else f"from the unrounded p and q (the shown ones give {from_shown:.{PROBABILITY_DIGITS}f})")

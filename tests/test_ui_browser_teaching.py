@@ -144,3 +144,36 @@ def test_every_tab_names_each_quantity_with_one_name_and_one_tooltip(browser, bu
                                                                                                     "Lab"}
     for key, titles in seen.items():
         assert list(titles) == [BY_KEY[key].tip], f"{key} has {len(titles)} tooltips: {titles}"
+
+
+MARK_JS = """() => {
+    const mark = document.querySelector('#sv-detail .sv-picked-mark');
+    const row = mark.closest('.sv-sum-row'), numbers = row.querySelector('.sv-bar-value').firstChild;
+    const range = document.createRange();
+    range.selectNodeContents(numbers);
+    const lines = [...range.getClientRects()], last = lines[lines.length - 1], box = mark.getBoundingClientRect();
+    const middle = (box.top + box.bottom) / 2, rowBox = row.getBoundingClientRect();
+    return {onLastLine: last.top <= middle && middle <= last.bottom, inRow: rowBox.top <= box.top && box.bottom <= rowBox.bottom,
+            rightOfNumbers: box.left >= last.right - 1};
+}"""
+
+
+@pytest.mark.parametrize("width, height, large", [(1280, 720, True), (390, 844, False)])
+def test_the_drawn_mark_stays_on_its_row_beside_the_numbers(browser, bundled_app, recorded, width, height, large):
+    """Issue #33 item 2 review: at 1280x720 with large text and at 390x844 '◀ drawn here' wrapped onto a line of
+    its own between the residual's rows, pointing at nothing. It must sit on its row's last line of numbers, right
+    of them (the old markup, the mark a flex item of its own: caught at both sizes)."""
+    sampled = recorded[SAMPLED_TRACE]
+    page = open_page(browser, bundled_app, width=width, height=height)
+    if large:
+        page.click("#sv-large input")
+        page.wait_for_function("() => document.querySelector('#sv-timeline .js-plotly-plot').layout.font.size >= 18")
+    page.locator("#sv-recorded label", has_text="sampled").click()
+    wait_step(page, sampled.steps[0].index)
+    rejection = next(s for s in sampled.steps if s.rejected_at is not None and s.residual)
+    go_to(page, sampled.steps[0].index, rejection.index)
+    page.wait_for_selector("#sv-detail .sv-picked-mark")
+    page.locator("#sv-detail .sv-picked-mark").scroll_into_view_if_needed()
+    assert page.evaluate(MARK_JS) == {"onLastLine": True, "inRow": True, "rightOfNumbers": True}
+    page.screenshot(path=str(ARTIFACTS / f"teaching-drawn-mark-{width}x{height}.png"), full_page=True)
+    page.close()

@@ -50,17 +50,20 @@ def test_divergence_marker_sits_at_first_divergence():
 @pytest.mark.parametrize("key", ["A", "B", "C"])
 def test_the_diverging_token_is_styled_as_the_timeline_marks_it(key):
     """Issue #33 item 7: Lab A's diverging token '·#' was styled as a rejected draft on the 'this stage' line
-    while the timeline marks it recovered. Each line's chip takes its kind from the stage's own output (the
-    timeline's cell of that kind sits in the diverging step)."""
+    while the timeline marks it recovered. The stage's chip takes its kind from the stage's own output (the
+    timeline's cell of that kind sits in the diverging step); the 'target-only:' line's from target-only decoding,
+    which drafts nothing: the target's own token of a step without drafts, never a green accepted draft (stage D's
+    kind stood there; planted back: caught)."""
     lab = recorded_lab(load_lab_traces(KEYS))
     trace, views = lab.traces[key], render_lab(lab, key, "")
     diff = difference(trace, lab.reference)
     assert not diff.identical                                   # the recorded stages A-C each leave target-only
     kinds = [token.kind for step in trace.steps for token in step.emitted]
-    expected = [token.kind for step in lab.reference.steps for token in step.emitted]
+    expected = [token.kind for step in lab.reference.steps for token in step.emitted]    # stage D's own kinds
     line = views.verdict.split("sv-lab-diff")[1]
     mine, theirs = re.findall(r"<span class='sv-tok sv-(\w+)'", line)
-    assert (mine, theirs) == (kinds[diff.position], expected[diff.position])
+    assert (mine, theirs) == (kinds[diff.position], "bonus") and expected[diff.position] == "accepted"
+    assert "no drafts" in line.split("target-only:")[1]
     cells = {t.meta: [x for x in t.x if x is not None] for t in views.timeline.data if t.type == "bar"}
     assert diff.step in cells[mine]
 

@@ -47,7 +47,7 @@ def rows(html: str) -> dict[str, tuple[float, float, float, float]]:
     for row in re.findall(r"<div class='sv-sum-row.*?</div>", unescape(html)):
         token = re.search(r"class='sv-tok[^']*'>([^<]*)<", row).group(1)
         accepted, recovered = (float(w) for w in re.findall(r"width:([0-9.]+)%", row))
-        total, p = re.search(r"= ([0-9.]+); p = ([0-9.]+)", row).groups()
+        total, p = re.search(r"[=≈] ([0-9.e-]+); p = ([0-9.e-]+)", row).groups()
         found[token] = (accepted / 100, recovered / 100, float(total), float(p))
     return found
 
@@ -81,3 +81,51 @@ def test_a_planted_unscaled_residual_is_caught(monkeypatch):
     monkeypatch.setattr(residual_view._Share, "recovered", lambda share, overlap: share.residual)
     with pytest.raises(AssertionError):
         test_each_token_s_two_ways_out_add_up_to_p()
+
+
+NUMBERS = re.compile(r"([0-9.e-]+) \+ ([0-9.e-]+) × ([0-9.e-]+) ([=≈]) ([0-9.e-]+); p = ([0-9.e-]+)")
+
+
+def worked(html: str) -> list[tuple[str, ...]]:
+    """Each row's shown sum as (min, 1 − Σ min, residual, sign, total, p), as the page writes them."""
+    return NUMBERS.findall(unescape(html))
+
+
+def reviewer_step():
+    """The reviewer's row (recorded sampled run, step 1): the recovered token has p 0.3282, q 0.1432, a residual
+    of 0.949 and 1 − Σ min 0.1944, so min + (1 − Σ min) · residual = 0.3277, shown 0.328, where the shown digits
+    0.143 + 0.194 × 0.949 give 0.327."""
+    step = make_step(3, 20, 4, 0, sampling=True)
+    draft = DraftToken(7, "·x", 0.4, (Alternative(7, "·x", 0.4), Alternative(0, "·is", 0.1432)))
+    target = TargetToken(0, "·is", 0.2, (Alternative(0, "·is", 0.3282), Alternative(7, "·x", 0.2)))
+    residual = (Alternative(0, "·is", 0.949), Alternative(9, "·y", 0.051))
+    return dataclasses.replace(step, draft=(draft, *step.draft[1:]), target=(target, *step.target[1:]),
+                               accept_prob=(0.5, *step.accept_prob[1:]), draws=(0.7, *step.draws[1:]),
+                               residual=residual, overlap=(1 - 0.1944, *step.overlap[1:]))
+
+
+def test_every_shown_sum_reproduces_from_its_own_digits_or_says_approximately():
+    """Issue #33 item 2: '0.143 + 0.194 × 0.949 = 0.328' where those digits give 0.327. A sum is written '=' only
+    where its shown digits give it; else '≈', and the note says the numbers are rounded (planted '=' always:
+    caught)."""
+    html = residual_html(reviewer_step(), 0)
+    rows_shown = worked(html)
+    assert ("0.143", "0.194", "0.949", "≈", "0.328", "0.328") in rows_shown
+    assert "1 − 0.806 = 0.194" in unescape(html)
+    assert "written with ≈" in html and "up to the stored digits" not in html
+    for html in (html, residual_html(rejection_step()[0], 0)):
+        for accepted, rest, residual, sign, total, _ in worked(html):
+            decimals = len(total.partition(".")[2])
+            exact = f"{float(accepted) + float(rest) * float(residual):.{decimals}f}" == total
+            assert (sign == "=") == exact, (accepted, rest, residual, sign, total)
+        for tip in re.findall(r"title='([^']*) = ([0-9.]+) × ([0-9.]+) ([=≈]) ([0-9.]+)'", unescape(html)):
+            product = f"{float(tip[1]) * float(tip[2]):.3f}"
+            assert (tip[3] == "=") == (product == tip[4]), tip
+
+
+def test_the_drawn_mark_stays_in_its_row_s_numbers():
+    """At 1280x720 with large text and at 390x844 '◀ drawn here', a flex item of its own, wrapped onto a line
+    between rows and pointed at nothing: it sits inside the numbers' box, after the sum (planted back: caught)."""
+    html = unescape(residual_html(rejection_step()[0], 0))
+    value = re.search(r"<div class='sv-sum-row sv-picked'.*?<span class='sv-bar-value'>(.*?)</span></div>", html)
+    assert value and value.group(1).endswith("<b class='sv-picked-mark'>◀ drawn here</b>")

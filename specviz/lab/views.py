@@ -33,6 +33,11 @@ from specviz.tokens import chip, formatted, percent, visible
 from specviz.updates import ComponentFields
 
 REFERENCE = "D"                       # the correct engine: target-only's output in float32 greedy decoding
+# The "target-only:" line's token: target-only decoding drafts nothing, so each of its tokens is a step without
+# drafts, which the engine emits and the timeline marks as the target's own ("bonus") token, never as an accepted
+# draft (issue #33 item 2 review: stage D's green accepted-draft chip stood on the target-only line).
+TARGET_ONLY_KIND = "bonus"
+TARGET_ONLY_TIP = "target-only decoding's token: the target's own choice, no drafts (a step without drafts)"
 WHAT_IF = "sampled-draft"             # key (and recorded file lab-sampled-draft.json) of the extra run
 SAMPLED_DRAFT_TEMPERATURE = 1.0
 
@@ -239,13 +244,12 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
     shared = "".join(texts[:diff.position])[-80:]
     kind = _kind_at(trace, diff.position)
     labels = kind_labels(trace.config.is_tree)
-    reference_kind = _kind_at(reference, diff.position)
     return (f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
             f"<div class='sv-text sv-lab-diff'><div><span class='sv-muted'>this stage:</span> "
             f"{escape(visible(shared))}"
             f"{chip(diff.got or '', kind, f'this stage emitted it as {labels.get(kind, kind)}')}…</div>"
             f"<div><span class='sv-muted'>target-only:</span> {escape(visible(shared))}"
-            f"{chip(diff.expected or '', reference_kind, f'stage D emitted it as {labels.get(reference_kind, reference_kind)}')}"
+            f"{chip(diff.expected, TARGET_ONLY_KIND, TARGET_ONLY_TIP) if diff.expected is not None else chip('', 'plain')}"
             "…</div></div>")
 
 

@@ -17,29 +17,32 @@ from html import escape
 from dataclasses import dataclass
 
 from engine.records import StepRecord
-from specviz.tokens import chip, number, visible
+from specviz.quantities import equals_sign, probability_text, ratio_text
+from specviz.tokens import chip, visible
 
 
 def residual_html(step: StepRecord, position: int) -> str:
     """The rejection at draft `position` (0-based) of a sampled step, with the chart that proves it lossless."""
     draft, recovered = step.draft[position], step.target[position]
     ratio, draw = step.accept_prob[position], step.draws[position]
+    shown_ratio, rounding = ratio_text(ratio, recovered.p, draft.q)
     test = ("" if ratio is None or draw is None
-            else f" u = {draw:.3f} ≥ min(1, p/q) = {ratio:.3f}, so the draft is rejected and the step stops.")
+            else f" u = {draw:.3f} ≥ min(1, p/q) = {shown_ratio}{f' ({rounding})' if rounding else ''}, so the draft "
+                 "is rejected and the step stops.")
     lead = (f"<b>Rejected at d{position + 1}</b>, the draft token {chip(draft.text, 'rejected')}:{escape(test)} The "
             f"recovered token {chip(recovered.text, 'recovered')} was drawn from the residual norm(max(0, p − q)): the "
             "target's probability where it exceeds the draft's, ")
     overlap = step.overlap[position] if position < len(step.overlap) else None
-    lead += (f"divided by its total 1 − Σ min(p, q) = 1 − {overlap:.3f} = {1 - overlap:.3f}. "
+    lead += (f"divided by its total 1 − Σ min(p, q) = 1 − {overlap:.3f} = {_rest_text(overlap)}. "
              if overlap is not None and overlap < 1 else "renormalised to sum to 1. ")
-    lead += (f"The rejected {chip(draft.text, 'rejected')} has p = {number(recovered.p)} &lt; q = {number(draft.q)} "
+    lead += (f"The rejected {chip(draft.text, 'rejected')} has p = {_shown(recovered.p)} &lt; q = {_shown(draft.q)} "
              "there, so its residual is 0: it cannot be drawn again.")
     if not step.residual:
         return (f"<div class='sv-row sv-residual'>{lead} "
                 f"<span class='sv-muted'>(this trace did not record the residual)</span></div>")
     rank = next((i for i, alt in enumerate(step.residual) if alt.id == recovered.id), None)
     where = (f"The drawn token is the residual's {_ordinal(rank + 1)}most likely one "
-             f"({step.residual[rank].prob:.3f})." if rank is not None
+             f"({probability_text(step.residual[rank].prob)})." if rank is not None
              else f"The drawn token is not among the residual's top {len(step.residual)}: an unlikely draw.")
     return f"<div class='sv-row sv-residual'>{lead} {escape(where)}{_sum_chart(step, position, overlap)}</div>"
 
@@ -88,38 +91,59 @@ def _sum_chart(step: StepRecord, position: int, overlap: float | None) -> str:
     if overlap is None or not shares:
         return ""
     recovered_id = step.target[position].id
-    rest = 1 - overlap
-    rows = "".join(_sum_row(share, rest, share.id == recovered_id, step.draft[position].id) for share in shares)
+    rows = "".join(_sum_row(share, overlap, share.id == recovered_id, step.draft[position].id) for share in shares)
     return (f"<div class='sv-sum-chart' role='img' aria-label='why sampling stays lossless: min(p, q) plus "
             f"(1 − Σ min) times the residual equals p, per token'><div class='sv-sum-head'><b>Why drawing from the "
             f"residual keeps the output's law p</b>: at d{position + 1} a token x comes out either as the draft "
             "(proposed with chance q(x), accepted with min(1, p(x)/q(x)): together min(p(x), q(x))) or, after a "
-            f"rejection (chance 1 − Σ min = {rest:.3f}), as the recovered token drawn from the residual. The two add "
-            "up to p(x) for every token:</div>"
+            f"rejection (chance 1 − Σ min = {_rest_text(overlap)}), as the recovered token drawn from the residual. "
+            "The two add up to p(x) for every token:</div>"
             "<div class='sv-sum-legend'><span class='sv-sum-part sv-sum-accepted'></span> min(p, q): as the accepted "
             "draft <span class='sv-sum-part sv-sum-recovered'></span> (1 − Σ min) · residual: as the recovered token "
             "<span class='sv-sum-p-mark'></span> p, the target's probability</div>"
             f"{rows}<div class='sv-muted sv-sum-note'>Tokens whose q or residual the record's top lists lack are left "
-            "out; the sums match p up to the stored digits.</div></div>")
+            "out. Each number is rounded (3 decimals, or 3 significant digits below 0.1); where the shown digits do not "
+            "give a sum exactly, it is written with ≈: the sums are worked from the record's unrounded numbers, and "
+            "match p.</div></div>")
 
 
-def _sum_row(share: _Share, rest: float, drawn: bool, draft_id: int) -> str:
-    accepted, recovered = share.accepted(), share.recovered(1 - rest)
+def _sum_row(share: _Share, overlap: float, drawn: bool, draft_id: int) -> str:
+    """One token's bar and its sum, each written from the shown digits: '=' where they give the shown result,
+    '≈' where rounding does not (issue #33 item 2: '0.143 + 0.194 × 0.949 = 0.328', whose digits give 0.327)."""
+    accepted, recovered = share.accepted(), share.recovered(overlap)
     total = accepted + recovered
-    numbers = (f"{accepted:.3f} + {rest:.3f} × {share.residual:.3f} = {total:.3f}; p = {share.p:.3f}")
+    rest, residual = _rest_text(overlap), probability_text(share.residual)
+    p, q = probability_text(share.p), probability_text(share.q)
+    min_text, part_text, total_text = probability_text(accepted), probability_text(recovered), probability_text(total)
+    product = equals_sign(float(rest) * float(residual), part_text)
+    summed = equals_sign(float(min_text) + float(rest) * float(residual), total_text)
+    numbers = f"{min_text} + {rest} × {residual} {summed} {total_text}; p = {p}"
     tip_accepted = (f"{visible(share.text)}: emitted as the accepted draft with chance min(p, q) = "
-                    f"min({share.p:.3f}, {share.q:.3f}) = {accepted:.3f}")
+                    f"min({p}, {q}) = {min_text}")
     tip_recovered = (f"{visible(share.text)}: emitted as the recovered token with chance (1 − Σ min) × residual = "
-                     f"{rest:.3f} × {share.residual:.3f} = {recovered:.3f}")
-    tip_row = f"{visible(share.text)}: {accepted:.3f} + {recovered:.3f} = {total:.3f}, and p = {share.p:.3f}"
-    mark = " <b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""
+                     f"{rest} × {residual} {product} {part_text}")
+    parts = equals_sign(float(min_text) + float(part_text), total_text)
+    tip_row = f"{visible(share.text)}: {min_text} + {part_text} {parts} {total_text}, and p = {p}"
+    mark = "\u00a0<b class='sv-picked-mark'>◀ drawn here</b>" if drawn else ""      # no break before it
     return (f"<div class='sv-sum-row{' sv-picked' if drawn else ''}' title='{escape(tip_row)}'>"
             f"<span class='sv-bar-label'>{chip(share.text, _kind(share.id, drawn, draft_id))}</span>"
             f"<span class='sv-sum-bar'><span class='sv-sum-part sv-sum-accepted' style='width:{100 * accepted:.2f}%' "
             f"title='{escape(tip_accepted)}'></span><span class='sv-sum-part sv-sum-recovered' "
             f"style='width:{100 * recovered:.2f}%' title='{escape(tip_recovered)}'></span>"
-            f"<span class='sv-sum-p' style='left:{100 * share.p:.2f}%' title='p = {share.p:.3f}'></span></span>"
-            f"<span class='sv-bar-value'>{escape(numbers)}</span>{mark}</div>")
+            f"<span class='sv-sum-p' style='left:{100 * share.p:.2f}%' title='p = {p}'></span></span>"
+            # the mark inside the numbers' box, glued to the last number: as a flex item of its own it wrapped onto
+            # a line between rows at 390 px and at 1280 px with large text
+            f"<span class='sv-bar-value'>{escape(numbers)}{mark}</span></div>")
+
+
+def _rest_text(overlap: float) -> str:
+    """1 − Σ min(p, q), worked from Σ min's 3 shown decimals, so '1 − 0.806 = 0.194' holds on screen."""
+    return f"{1 - round(overlap, 3):.3f}"
+
+
+def _shown(value: float | None) -> str:
+    """A probability as the page writes it; '–' when the record lacks it."""
+    return "\u2013" if value is None else probability_text(value)
 
 
 def _kind(token_id: int, drawn: bool, draft_id: int) -> str:

@@ -24,7 +24,7 @@ from specviz.run.cache_story import (CacheStory, are, carried_next, draft_story,
 from specviz.run.residual_view import residual_html
 from specviz.run.step_reasons import (after_eos, budget_note, carryover_sentence, ends_run, greedy_rule, outcome,
                                       tree_depth_limit, verdict_reason)
-from specviz.run.step_table import column_names, labelled
+from specviz.run.step_table import column_names, labelled, probability_cell, ratio_cell
 from specviz.run.tree_walk import walk_stop_html, walk_table
 from specviz.style import kind_labels
 from specviz.tokens import chip, number, visible
@@ -141,7 +141,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
-        sampled = ("" if not tested else f"<td class='sv-col-test'>{number(step.accept_prob[position])}</td>"
+        sampled = ("" if not tested else f"{ratio_cell(step.accept_prob[position], target.p, draft.q)}"
                                          f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
         origin = draft_origin(config, draft) if external else ""
         absent = f" title='{escape(no_numbers(config))}'" if external else ""
@@ -149,7 +149,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"<tr class='sv-{verdict}'><td>d{position + 1}</td>"
             f"<td>{chip(draft_label(draft), verdict if draft.known else f'{verdict} sv-unknown', origin or None)}"
             f"{'<br><small>reconstructed</small>' if draft.origin == 'reconstructed' else ''}</td>"
-            f"<td{absent}>{number(draft.q)}</td><td{absent}>{number(target.p)}</td>{sampled}"
+            f"<td{absent}>{probability_cell(draft.q)}</td><td{absent}>{probability_cell(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(_reason(step, position, config))}</td>"
             f"{_choice(target_label(target), _unused_because(step, position), '' if target.known else unknown_target(config))}"

@@ -5,12 +5,18 @@ A table as wide as its columns (the sampled draft-vs-target table needs about 63
 876 px box, and on a phone only pos..verdict showed, the "why" scrolled out of sight. In a box under 64 em the
 top alternatives move under their row, each named; under 46 em (a phone, a projector's large text) every row
 is a stack of "name value" lines. Every column stays: none is dropped.
+
+The p, q and min(1, p/q) cells of a sampled table (chain and tree) are written here too, so a ratio comes out
+of its own row's shown digits or says why not (issue #33 item 2: 'q 0.009, p 0.008, min(1, p/q) 0.955').
 """
 
 from __future__ import annotations
 
 import re
 from html import escape, unescape
+
+from specviz.quantities import probability_text, ratio_text
+from specviz.tokens import number
 
 _HEAD_CELL = re.compile(r"<th\b[^>]*>(.*?)</th>", re.S)
 _ROW = re.compile(r"(<tr\b[^>]*>)(.*?)(</tr>)", re.S)
@@ -35,3 +41,14 @@ def labelled(rows: str, names: list[str]) -> str:
         body = re.sub(r"<td\b", lambda _: f"<td data-label='{next(cells, '')}'", row.group(2))
         return row.group(1) + body + row.group(3)
     return _ROW.sub(label_row, rows)
+
+
+def probability_cell(value: float | None) -> str:
+    """A p or q cell's text: 3 significant digits below 0.1, so the ratio beside it comes out of its digits."""
+    return number(None) if value is None else probability_text(value)
+
+
+def ratio_cell(ratio: float | None, p: float | None, q: float | None) -> str:
+    """The min(1, p/q) cell, saying so where the shown p and q do not give its digits."""
+    shown, rounding = ratio_text(ratio, p, q)
+    return f"<td class='sv-col-test'>{shown}" + (f"<br><small>{escape(rounding)}</small>" if rounding else "") + "</td>"

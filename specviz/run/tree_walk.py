@@ -14,7 +14,7 @@ from html import escape
 
 from engine.records import StepRecord, TreeNode
 from specviz.figures.tree_text import extra_token, node_name, ranked_children, stop_node, stop_reason, walk_order
-from specviz.run.step_table import column_names, labelled
+from specviz.run.step_table import column_names, labelled, probability_cell
 from specviz.tokens import chip, number, visible
 
 VERDICT_MARK = {"accepted": "✓ accepted", "rejected": "✗ rejected"}
@@ -73,11 +73,11 @@ def walk_stop_html(step: StepRecord, depth_limit: int, greedy: bool, k: int | No
 
 def _trial_row(step: StepRecord, order: int, node: TreeNode, greedy: bool) -> str:
     tree = step.tree
-    sampled = ("" if greedy else f"<td class='sv-col-test'>{number(node.accept_prob)}</td>"
+    sampled = ("" if greedy else f"<td class='sv-col-test'>{probability_cell(node.accept_prob)}</td>"
                                  f"<td class='sv-col-test'>{number(node.draw)}</td>")
     return (f"<tr class='sv-{node.verdict}'><td>{order}</td><td><span class='sv-node-id'>{node.id}</span></td>"
             f"<td>{escape(node_name(tree, node.parent))}</td><td>{chip(node.token.text, node.verdict)}</td>"
-            f"<td>{number(node.q)}</td><td>{number(node.p)}</td>{sampled}"
+            f"<td>{probability_cell(node.q)}</td><td>{probability_cell(node.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK.get(node.verdict, node.verdict)}</td>"
             f"<td class='sv-why'>{escape(_why(step, node, greedy))}</td></tr>")
 
@@ -92,7 +92,7 @@ def _why(step: StepRecord, node: TreeNode, greedy: bool) -> str:
         return f"≠ the target's argmax ‘{chosen}’" if chosen else "≠ the target's argmax"
     siblings = ranked_children(step.tree).get(node.parent, [])
     renormalised = " (p with the siblings refused before it removed)" if siblings and siblings[0].id != node.id else ""
-    return (f"u = {node.draw:.3f} {'<' if accepted else '≥'} {node.accept_prob:.3f}: "
+    return (f"u = {node.draw:.3f} {'<' if accepted else '≥'} {probability_cell(node.accept_prob)}: "
             f"{'accept' if accepted else 'reject'}{renormalised}")
 
 
