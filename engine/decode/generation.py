@@ -70,6 +70,7 @@ class Generation:
                          if config.adaptive_k else None)
         self.is_done = False
         self.elapsed_s = 0.0
+        self.eager_reason = self._eager_reason()     # read now: a finished run gives its runners back
 
     @property
     def num_new_tokens(self) -> int:
@@ -160,7 +161,15 @@ class Generation:
         return Trace(config=self.config, prompt=self.prompt,
                      output=TextTokens(self.pair.decode(new_ids), tuple(new_ids)),
                      steps=tuple(self.records), wall_s=self.elapsed_s, complete=self.is_done,
-                     device_costs=self.pair.device_costs)
+                     device_costs=self.pair.device_costs, eager_reason=self.eager_reason)
+
+    def _eager_reason(self) -> str | None:
+        """Why this run's static caches run without their graphs: the sentence of each runner lent to
+        it whose capture failed at Run time, named by role (docs/architecture.md §7); None if none did."""
+        caches = (("target", self.target), ("draft", getattr(self.drafter, "kv", None)))
+        reasons = [f"the {role}'s {kv.lease.runner.eager_reason.removeprefix('the ')}" for role, kv in caches
+                   if kv is not None and kv.lease is not None and kv.lease.runner.eager_reason is not None]
+        return "; ".join(reasons) or None
 
     # -- phases ---------------------------------------------------------------------------
 

@@ -48,6 +48,9 @@ class Trace:
     baseline: BaselineStats | None = None
     complete: bool = True            # False while streaming or after Stop
     device_costs: DeviceCosts | None = None   # the machine's forwards measured when the pair loaded (a GPU)
+    # Why a static cache ran this run without its CUDA graphs (a capture that failed at Run time,
+    # docs/architecture.md §7): one sentence for the status line; not saved in the JSON document.
+    eager_reason: str | None = None
 
     @property
     def summary(self) -> Summary:

@@ -54,6 +54,13 @@ def finished_status(trace: Trace) -> str:
     return f"Done: {summary.steps} steps, {why}. Scrub through the steps below."
 
 
+def with_eager_reason(status: str, trace: Trace | None) -> str:
+    """`status` and, for a run whose static cache lost its CUDA graphs to a capture that failed at Run
+    time, the engine's sentence saying why (docs/architecture.md §7): the run goes on eagerly."""
+    reason = trace.eager_reason if trace is not None else None
+    return status if not reason else f"{status} {reason[0].upper()}{reason[1:]}."
+
+
 class Watch:
     """The updates of one session's page for its `seat`; `kept` is the session's trace until the run has one."""
 
@@ -167,12 +174,14 @@ class Watch:
                                 lambda: render(trace, "", live=live, style=self.style))
         unchanged = HELD_WHILE_LIVE if live and self._held else ()     # the stand-ins are sent once
         self._held = live
-        return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs(unchanged)
+        return dataclasses.replace(views, status=with_notice(with_eager_reason(status, trace),
+                                                              self.notice)).outputs(unchanged)
 
     def _final(self, snapshot: Snapshot, status: str) -> Outputs:
         views = self.run.cached(snapshot.version, ("final", self.style),
                                 lambda: render(snapshot.trace, "", style=self.style))
-        return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs()
+        return dataclasses.replace(views, status=with_notice(with_eager_reason(status, snapshot.trace),
+                                                              self.notice)).outputs()
 
     def _stopped(self) -> Iterator[Outputs]:
         """Stop: leave the run; the last page to leave waits for the step in progress and shows it all."""
@@ -187,4 +196,4 @@ class Watch:
         status = f"Stopped: the {len(snapshot.trace.steps)} steps recorded so far are kept."
         if others:
             status += f" The run goes on for the {others} other page{'s' if others != 1 else ''} watching it."
-        yield render(snapshot.trace, status, style=self.style).outputs()
+        yield render(snapshot.trace, with_eager_reason(status, snapshot.trace), style=self.style).outputs()
