@@ -10,6 +10,7 @@ drives the run through the run queue.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import pytest
 
@@ -23,8 +24,7 @@ from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from test_static_cache_pool import CAPTURE_ERROR, failing_capture
 
-LONG_RUN = 300          # new tokens: past the 256-row runner the pair captured at load, so the run needs a new one
-REASON = f"the graph capture for a 512-row cache failed ({CAPTURE_ERROR}): its forwards run eagerly"
+REASON = f"graph capture for a 256-row cache failed ({CAPTURE_ERROR}): its forwards run eagerly"
 
 
 @dataclass
@@ -38,28 +38,40 @@ class TinyStaticRunner(FakeRunner):
         return self.engine.start(request.prompt, request.config.replace(cache="static"))
 
 
+class Borrower:
+    """Another run: it holds the runners the pair captured at load, so the run under test captures anew."""
+
+
 @pytest.fixture
-def tiny_engine() -> SpeculativeEngine:
-    return SpeculativeEngine(replaying_graphs(build_tiny_pair(seed=0, max_context=2048)))
+def tiny_engine() -> Iterator[SpeculativeEngine]:
+    pair = replaying_graphs(build_tiny_pair(seed=0))
+    other = Borrower()
+    leases = [pair.runner_pool(role).lend(other, 1) for role in ("target", "draft")]
+    yield SpeculativeEngine(pair)
+    for lease in leases:
+        lease.end()
 
 
-def final_status(spec_engine: SpeculativeEngine, max_new_tokens: int) -> tuple[str, object]:
+def run_updates(spec_engine: SpeculativeEngine) -> list[dict]:
+    """Every update the Run tab's handler sends for a greedy 64-token run at k = 4."""
     handlers = Handlers(TinyStaticRunner(engine=spec_engine), min_interval=0.0)
-    names = Views.names()
-    updates = [dict(zip(names, out)) for out in handlers.run(None, False, None, *controls(max_new_tokens=max_new_tokens),
-                                                             progress=progress)]
-    return updates[-1]["status"], updates[-1]["trace"]
+    return [dict(zip(Views.names(), out)) for out in handlers.run(None, False, None, *controls(), progress=progress)]
 
 
 def test_a_run_whose_capture_failed_says_why_on_its_status_line(monkeypatch, tiny_engine):
     monkeypatch.setattr(engine.runtime.static_runner, "capture", failing_capture)
-    status, trace = final_status(tiny_engine, LONG_RUN)
-    assert status.startswith("Done:") and trace.complete and trace.steps[-1].kv_target.capacity == 512
-    assert trace.eager_reason == f"the target's {REASON[4:]}; the draft's {REASON[4:]}"
-    assert status.endswith(f" The target's {REASON[4:]}; the draft's {REASON[4:]}.")
+    updates = run_updates(tiny_engine)
+    status, trace = updates[-1]["status"], updates[-1]["trace"]
+    assert status.startswith("Done:") and trace.complete and trace.steps[-1].kv_target.capacity == 256
+    assert trace.eager_reason == f"the target's {REASON}; the draft's {REASON}"
+    sentence = f" The target's {REASON}; the draft's {REASON}."
+    assert status.endswith(sentence)
+    live = [update["status"] for update in updates if update["status"].startswith("Running… step")]
+    assert live and all(line.endswith(sentence) for line in live)      # the first step is always drawn
 
 
 def test_a_run_whose_graphs_were_captured_says_nothing_of_them(tiny_engine):
-    status, trace = final_status(tiny_engine, LONG_RUN)
-    assert trace.steps[-1].kv_target.capacity == 512 and trace.eager_reason is None
-    assert "graph" not in status and status.startswith("Done:")
+    updates = run_updates(tiny_engine)
+    trace = updates[-1]["trace"]
+    assert trace.steps[-1].kv_target.capacity == 256 and trace.eager_reason is None
+    assert updates[-1]["status"].startswith("Done:") and not any("graph" in update["status"] for update in updates)
