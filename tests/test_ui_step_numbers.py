@@ -2,7 +2,8 @@
 'q 0.009, p 0.008, min(1, p/q) 0.955', where 0.008 / 0.009 is 0.889. Small probabilities are shown to 3
 significant digits, and a ratio that the shown p and q still do not give says it came from the unrounded ones.
 Every cell computed from other cells of its row (min(1, p/q) from p and q) is checked against its own row's
-digits; the oracle is the arithmetic on the shown text itself. Planted 3-decimal p and q: caught.
+digits; the oracle is the arithmetic on the shown text itself. A sampled tree walk's first-tried node accepts
+with its own p, so its 'accept with' cell reads as its p cell. Planted 3-decimal p and q: caught.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import math
 import re
 from html import unescape
 
-from engine.records import DraftToken, TargetToken
 from specviz.quantities import probability_text
 from specviz.run.step_detail import step_detail_html
 from trace_factory import make_step, trace_from_steps
