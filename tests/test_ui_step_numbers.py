@@ -2,16 +2,18 @@
 'q 0.009, p 0.008, min(1, p/q) 0.955', where 0.008 / 0.009 is 0.889. Small probabilities are shown to 3
 significant digits, and a ratio that the shown p and q still do not give says it came from the unrounded ones.
 Every cell computed from other cells of its row (min(1, p/q) from p and q) is checked against its own row's
-digits; the oracle is the arithmetic on the shown text itself. Planted 3-decimal p and q: caught.
+digits; the oracle is the arithmetic on the shown text itself. A sampled tree walk's first-tried node accepts
+with its own p, so its 'accept with' cell reads as its p cell. Planted 3-decimal p and q: caught.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from html import unescape
 
-from engine.records import DraftToken, TargetToken
+from specviz.quantities import probability_text
 from specviz.run.step_detail import step_detail_html
 from trace_factory import make_step, trace_from_steps
 from tree_factory import make_tree_trace
@@ -78,3 +80,19 @@ def test_a_tree_node_s_acceptance_is_its_shown_p_where_no_sibling_was_refused_be
         assert found["accept with"] == found["p (target prob)"], found
         checked += 1
     assert checked and "0.00812" in page and "u = 0.500 ≥ 0.00812" in unescape(page)
+
+
+def test_a_shown_probability_keeps_three_significant_digits_or_three_decimals():
+    """The oracle is the value itself: below 0.1 the text holds exactly 3 significant digits and is within half a
+    unit of the third one; from 0.1 it has 3 decimals (planted: the carry past 0.0999.. written '0.1000': caught)."""
+    values = [0.0999, 0.09996, 0.05, 0.0081249, 0.009999, 0.00099996, 0.000123456, 1e-9, 0.1, 0.5, 0.99996, 1.0]
+    values += [(i * 7919 % 10007) / 10007 ** (1 + i % 3) for i in range(1, 400)]
+    for value in values:
+        text = probability_text(value)
+        if value >= 0.1 or text == "0.100":
+            assert re.fullmatch(r"[01]\.\d{3}", text) and abs(float(text) - value) <= 5e-4 + 1e-12, (value, text)
+            continue
+        mantissa = text.partition("e")[0].replace(".", "").lstrip("0")
+        assert len(mantissa) == 3, (value, text)
+        assert abs(float(text) - value) <= 0.5 * 10 ** (math.floor(math.log10(float(text))) - 2) + 1e-15, (value, text)
+    assert [probability_text(v) for v in (0.0999, 0.09996, 0.009999, 0.00812)] == ["0.0999", "0.100", "0.0100", "0.00812"]
