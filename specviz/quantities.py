@@ -111,10 +111,12 @@ def hover_tip(quantity: Quantity, chars: int = 60) -> str:
 PROBABILITY_DIGITS = 3       # a probability is shown to 3 decimals, or to 3 significant digits when smaller than 0.1
 
 
-def probability_text(value: float) -> str:
+def probability_text(value: float | None) -> str:
     """'0.328', and for a small probability 3 significant digits ('0.00812', '8.12e-05'), so a ratio of two small
     shown probabilities still comes out near the shown ratio (issue #33 item 2: 'q 0.009, p 0.008' beside
-    'min(1, p/q) 0.955', where the shown digits give 0.889)."""
+    'min(1, p/q) 0.955', where the shown digits give 0.889); None (an n-gram draft's q) -> '–' as `tokens.number`."""
+    if value is None:
+        return "\u2013"
     if value == 0 or abs(value) >= 0.1:
         return f"{value:.{PROBABILITY_DIGITS}f}"
     if abs(value) < 1e-4:

@@ -96,3 +96,20 @@ def test_a_shown_probability_keeps_three_significant_digits_or_three_decimals():
         assert len(mantissa) == 3, (value, text)
         assert abs(float(text) - value) <= 0.5 * 10 ** (math.floor(math.log10(float(text))) - 2) + 1e-15, (value, text)
     assert [probability_text(v) for v in (0.0999, 0.09996, 0.009999, 0.00812)] == ["0.0999", "0.100", "0.0100", "0.00812"]
+
+
+
+def test_hovers_show_small_probabilities_with_the_step_tables_digits():
+    """The timeline's hovers write p, q and min(1, p/q) as the step table does (3 significant digits below 0.1),
+    so 'q 0.009, p 0.008' never sits beside 'min(1, p/q) 0.955' in a hover either (issue #33 item 2)."""
+    from specviz.figures.timeline import timeline_figure
+
+    step = sampled_step()
+    hovers = [h for data in timeline_figure(trace_from_steps([step], sampling=True)).data for h in data.hovertext]
+    small = next(i for i, d in enumerate(step.draft) if d.q < 0.1)
+    d = f"d{small + 1}:"
+    hover = next(h for h in hovers if d in h and "q (draft prob)" in h)
+    for needle in (f"q (draft prob) = {probability_text(step.draft[small].q)}",
+                   f"p (target prob) = {probability_text(step.target[small].p)}"):
+        assert needle in hover, (needle, hover)
+    assert "0.009" not in hover.split("q (draft prob) = ")[1][:6]

@@ -27,6 +27,7 @@ from engine.records import StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
+from specviz.quantities import probability_text
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern
 from specviz.tokens import clip, number, short, visible
@@ -118,9 +119,10 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
         if config.is_external:
             lines += [_escape(sentence) for sentence in (draft_origin(config, draft), no_numbers(config)) if sentence]
         else:
-            lines += [f"q (draft prob) = {number(draft.q)}", f"p (target prob) = {number(target.p)}"]
+            lines += [f"q (draft prob) = {probability_text(draft.q)}",
+                      f"p (target prob) = {probability_text(target.p)}"]
         if step.accept_prob[position] is not None:
-            lines.append(f"min(1, p/q) = {number(step.accept_prob[position])}")
+            lines.append(f"min(1, p/q) = {probability_text(step.accept_prob[position])}")
         if step.draws[position] is not None:
             lines.append(f"random draw u = {number(step.draws[position])}"
                          f" ({'u < min(1,p/q): accept' if verdict == 'accepted' else 'u ≥ min(1,p/q): reject'})")
@@ -147,7 +149,7 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
             why = (f"the target's argmax after all {step.num_accepted} drafts were accepted" if greedy
                    else f"drawn from the target's p after all {step.num_accepted} drafts were accepted")
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
-                 + (f"<br>target prob of this token = {number(p)}" if p is not None else "")
+                 + (f"<br>target prob of this token = {probability_text(p)}" if p is not None else "")
                  + (f"<br>{_escape(no_numbers(config))}" if config.is_external else ""))
         cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
     if step.carryover:

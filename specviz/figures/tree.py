@@ -28,6 +28,7 @@ from specviz.figures.tree_gather import gather_panel
 from specviz.figures.tree_geometry import TreeGeometry, fitted, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
+from specviz.quantities import probability_text
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, TREE_LABELS, FigureStyle, pattern
 from specviz.tokens import number, short, visible
@@ -268,7 +269,7 @@ def _node_hover(step: StepRecord, node: TreeNode, rank: int) -> str:
               else f"node {node.parent} ‘{_token(_node(step, node.parent).token.text)}’")
     lines = [f"<b>node {node.id}, depth {node.depth}: ‘{_token(node.token.text)}’</b> ({node.verdict})",
              f"after {parent}; the draft's {ordinal(rank)} choice there",
-             f"q (draft prob) = {number(node.q)}", f"p (target prob) = {number(node.p)}"]
+             f"q (draft prob) = {probability_text(node.q)}", f"p (target prob) = {probability_text(node.p)}"]
     if node.verdict == "unreached":
         lines.append("never tried: its parent was not accepted, or a sibling tried before it was")
     elif node.accept_prob is None:
@@ -277,7 +278,7 @@ def _node_hover(step: StepRecord, node: TreeNode, rank: int) -> str:
             lines[-1] += ", it is the target's argmax"
     else:
         renormalised = " (p with the siblings refused before it removed, renormalised)" if rank > 1 else ""
-        lines.append(f"accepted with probability {number(node.accept_prob)}{renormalised}")
+        lines.append(f"accepted with probability {probability_text(node.accept_prob)}{renormalised}")
         if node.draw is not None:
             lines.append(f"random draw u = {number(node.draw)} ("
                          + ("u < that: accept" if node.verdict == "accepted" else "u ≥ that: reject") + ")")
