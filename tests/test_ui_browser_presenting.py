@@ -123,8 +123,8 @@ def app():
     demo.close()
 
 
-def open_mode(browser, url: str, mode: str):  # noqa: F811
-    width, height, large = MODES[mode]
+def open_size(browser, url: str, width: int, height: int, large: bool):  # noqa: F811
+    """The page at `width` x `height`, its timeline drawn, large text switched on when asked."""
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_MS)
     page.goto(url, wait_until="domcontentloaded")
@@ -133,6 +133,10 @@ def open_mode(browser, url: str, mode: str):  # noqa: F811
         page.check("#sv-large input")
         page.wait_for_function("document.body.classList.contains('sv-large')")
     return page
+
+
+def open_mode(browser, url: str, mode: str):  # noqa: F811
+    return open_size(browser, url, *MODES[mode])
 
 
 def show_tab(page, tab: str, mode: str) -> None:
@@ -227,17 +231,6 @@ def test_the_presenting_checks_catch_the_old_layout(browser, app, monkeypatch): 
 
 
 STEP_TABLE_MODES = {"desktop 1440": (1440, 900, False), **{m: MODES[m] for m in ("projector", "phone")}}
-
-
-def open_size(browser, url: str, width: int, height: int, large: bool):  # noqa: F811
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.set_default_timeout(WAIT_MS)
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#sv-timeline .js-plotly-plot")
-    if large:
-        page.check("#sv-large input")
-        page.wait_for_function("document.body.classList.contains('sv-large')")
-    return page
 
 
 @pytest.mark.parametrize("mode", list(STEP_TABLE_MODES))
