@@ -34,6 +34,23 @@ PROBLEMS_JS = """() => {
     const problems = [];
     const shown = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
     const box = e => e.getBoundingClientRect();
+    // The part of a chart's text the page draws: its box cut to every clip path above it (Plotly clips a bar's
+    // text to the plot area, so a timeline's columns scrolled past the axis range are not drawn); null if none.
+    const drawn = (e, plot) => {
+        const r = box(e);
+        let left = r.left, right = r.right, top = r.top, bottom = r.bottom;
+        for (let a = e; a && a !== plot; a = a.parentElement) {
+            const clip = (a.getAttribute('clip-path') || '').match(/#([^)'"]+)/);
+            const rect = clip && document.getElementById(clip[1]) && document.getElementById(clip[1]).querySelector('rect');
+            if (!rect || !a.getScreenCTM) continue;
+            const m = a.getScreenCTM(), x = rect.x.baseVal.value, y = rect.y.baseVal.value;
+            const corners = [[x, y], [x + rect.width.baseVal.value, y + rect.height.baseVal.value]]
+                .map(([cx, cy]) => new DOMPoint(cx, cy).matrixTransform(m));
+            left = Math.max(left, Math.min(corners[0].x, corners[1].x)); right = Math.min(right, Math.max(corners[0].x, corners[1].x));
+            top = Math.max(top, Math.min(corners[0].y, corners[1].y)); bottom = Math.min(bottom, Math.max(corners[0].y, corners[1].y));
+        }
+        return right - left > 1 && bottom - top > 1 ? {left, right, top, bottom} : null;
+    };
     const name = e => { const owner = e.closest('[id^=sv-]'); return owner ? '#' + owner.id : e.tagName.toLowerCase(); };
     const sheet = document.querySelector('.sv-tour-sheet');
     const free = sheet && shown(sheet) ? box(sheet).top : innerHeight;      // the screen above the tour's sheet
@@ -62,17 +79,17 @@ PROBLEMS_JS = """() => {
         if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
         const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
                                                 '.g-ytitle text, .xtick text, .ytick text, .bartext')]
-            .filter(e => shown(e) && e.textContent.trim() !== '');
-        for (const text of texts) {
-            const r = box(text);
+            .filter(e => shown(e) && e.textContent.trim() !== '')
+            .map(e => ({e, r: drawn(e, plot)})).filter(t => t.r !== null);
+        for (const {e: text, r} of texts) {
             if (r.left < svg.left - 1 || r.right > svg.right + 1)
                 problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" runs past the chart's side`);
         }
         for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
-            const a = box(texts[i]), b = box(texts[j]);
+            const a = texts[i].r, b = texts[j].r;
             const x = Math.min(a.right, b.right) - Math.max(a.left, b.left), y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-            if (x > 2 && y > 2 && !texts[i].contains(texts[j]) && !texts[j].contains(texts[i]))
-                problems.push(`${name(plot)}: "${texts[i].textContent.slice(0, 30)}" is drawn over "${texts[j].textContent.slice(0, 30)}"`);
+            if (x > 2 && y > 2 && !texts[i].e.contains(texts[j].e) && !texts[j].e.contains(texts[i].e))
+                problems.push(`${name(plot)}: "${texts[i].e.textContent.slice(0, 30)}" is drawn over "${texts[j].e.textContent.slice(0, 30)}"`);
         }
     }
     for (const wrap of [...document.querySelectorAll('.sv-table-wrap')].filter(shown)) {
