@@ -3,7 +3,8 @@ Next at 1440 x 900, at 1280 x 720 with large text (a projector) and at 390 x 844
 
 At every chapter it waits for the exact state (the tour's `data-ready`, every visible chart drawn and fitted to
 its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
-the tour's sheet leaves free; any horizontal overflow inside a figure or a table on screen (a chart wider than its
+the tour's sheet leaves free (or, where the
+chapter names the part of it its question reads, that part); any horizontal overflow inside a figure or a table on screen (a chart wider than its
 box or the screen, a table wider than its box, a line of text cut off by a box that does not scroll); any text drawn over another text in a chart on screen (titles,
 legend entries, annotations, axis titles, tick labels and the texts inside bars: a tree's node labels, a timeline's
 tokens); the page wider than the screen. Each failure names the
@@ -65,9 +66,18 @@ PROBLEMS_JS = """() => {
     else {
         const t = box(target), least = Math.min(t.height, 80);
         const seen = Math.min(t.bottom, free) - Math.max(t.top, 0);
-        if (seen < least - 1 || t.top < -1)
+        const focus = document.querySelector('.sv-tour').dataset.focus;     // the part of it the question reads
+        const part = focus && document.querySelector(focus);
+        if (focus && !part) problems.push(`the focus ${focus} of the outlined ${name(target)} is not on the page`);
+        if (seen < least - 1 || (!focus && t.top < -1))
             problems.push(`the outlined ${name(target)} is off-screen: ${Math.round(t.top)}-${Math.round(t.bottom)} px ` +
                           `with the screen free above ${Math.round(free)} px`);
+        if (part) {
+            const f = box(part);
+            if (f.top < -1 || (f.bottom > free + 1 && f.height < free))
+                problems.push(`the part ${focus} the question reads is off-screen: ${Math.round(f.top)}-` +
+                              `${Math.round(f.bottom)} px with the screen free above ${Math.round(free)} px`);
+        }
         if (t.left < -1 || t.right > innerWidth + 1)
             problems.push(`the outlined ${name(target)} runs past the screen's sides (${Math.round(t.left)}-${Math.round(t.right)} px)`);
     }
@@ -187,5 +197,5 @@ def test_keys_list_and_answer(browser, app):
     page.goto(app + "#tour=6", wait_until="domcontentloaded")      # the other form of a chapter's link
     page.wait_for_selector("#sv-timeline .js-plotly-plot")
     wait_chapter(page, 6, False)
-    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-timeline"
+    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-verdict"
     page.close()
