@@ -35,7 +35,7 @@ def lab_stages(lab: LabSet | None) -> Chapter | None:
     first = diffs["A"]
     return Chapter(
         "The Lab: four stages of the engine", View("lab", "#sv-lab-verdict", lab_stage="A", lab_step=first.step,
-                                                    shows=LAB_RECORDED),
+                                                    focus="#sv-lab-verdict .sv-lab-diff", shows=LAB_RECORDED),
         "The Lab runs one prompt greedily while the engine is built: in A {a_keeps}, B adds the carryover, C "
         "zero-fills the rejected rows and D cuts them. A's output leaves the target's own at step {a} (the "
         "outlined lines, and the vermillion line on the timeline below), B's at step {b} and C's at step {c}; D's "
@@ -86,7 +86,7 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
     kv, kept = step.kv_target, len(step.tree.path)
     return Chapter(
         "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index,
-                                                 focus="#sv-lab-tree .subplot.x2y2", shows=LAB_RECORDED),
+                                                 focus="#sv-lab-tree .draglayer .x2y2 .nsewdrag", shows=LAB_RECORDED),
         "Stage T drafts a tree of up to {budget} candidates instead of a line, and one target forward checks every "
         "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path of {kept} of the {nodes} "
         "nodes; the gather copies their rows into place right after the committed text and drops the other {cut}.",
