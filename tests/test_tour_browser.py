@@ -25,7 +25,7 @@ pytestmark = pytest.mark.browser
 
 MODES = {"desktop": (1440, 900, False), "projector": (1280, 720, True), "phone": (390, 844, False)}
 CHAPTERS = 9
-SHOTS = (1, 4, 5, 6, 8, 9)          # the chapters whose screenshots are kept
+SHOTS = (1, 3, 4, 5, 6, 7, 8, 9)         # the chapters whose screenshots are kept
 LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
 # Every visible chart is drawn, fitted to its box, and (large text) in the large font.
 SETTLED_JS = """(large) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length > 0)
