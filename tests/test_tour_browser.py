@@ -3,13 +3,13 @@ Next at 1440 x 900, at 1280 x 720 with large text (a projector) and at 390 x 844
 
 At every chapter it waits for the exact state (the tour's `data-ready`, every visible chart drawn and fitted to
 its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
-the tour's sheet leaves free (or, where the
-chapter names the part of it its question reads, that part); any horizontal overflow inside a figure or a table on screen (a chart wider than its
-box or the screen, a table wider than its box, a line of text cut off by a box that does not scroll); any text drawn over another text in a chart on screen (titles,
-legend entries, annotations, axis titles, tick labels and the texts inside bars: a tree's node labels, a timeline's
-tokens); the page wider than the screen. Each failure names the
-element. The arrow keys and the chapter list move through the tour too. Screenshots of a few chapters at each size
-land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
+the tour's sheet leaves free (or, where the chapter names the part of it its question reads, that part); any
+horizontal overflow inside a figure or a table on screen (a chart wider than its box or the screen, a table wider
+than its box, a line of text cut off by a box that does not scroll); any chart text the page draws (cut to its clip
+paths) past the chart's side or over another such text (titles, legend entries, annotations, axis titles, tick
+labels and the texts inside bars: a tree's node labels, a timeline's tokens); the page wider than the screen. Each
+failure names the element. The arrow keys and the chapter list move through the tour too. Screenshots of a few
+chapters at each size land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
 """
 
 from __future__ import annotations
@@ -42,13 +42,15 @@ PROBLEMS_JS = """() => {
         let left = r.left, right = r.right, top = r.top, bottom = r.bottom;
         for (let a = e; a && a !== plot; a = a.parentElement) {
             const clip = (a.getAttribute('clip-path') || '').match(/#([^)'"]+)/);
-            const rect = clip && document.getElementById(clip[1]) && document.getElementById(clip[1]).querySelector('rect');
+            const path = clip && document.getElementById(clip[1]), rect = path && path.querySelector('rect');
             if (!rect || !a.getScreenCTM) continue;
             const m = a.getScreenCTM(), x = rect.x.baseVal.value, y = rect.y.baseVal.value;
             const corners = [[x, y], [x + rect.width.baseVal.value, y + rect.height.baseVal.value]]
                 .map(([cx, cy]) => new DOMPoint(cx, cy).matrixTransform(m));
-            left = Math.max(left, Math.min(corners[0].x, corners[1].x)); right = Math.min(right, Math.max(corners[0].x, corners[1].x));
-            top = Math.max(top, Math.min(corners[0].y, corners[1].y)); bottom = Math.min(bottom, Math.max(corners[0].y, corners[1].y));
+            left = Math.max(left, Math.min(corners[0].x, corners[1].x));
+            right = Math.min(right, Math.max(corners[0].x, corners[1].x));
+            top = Math.max(top, Math.min(corners[0].y, corners[1].y));
+            bottom = Math.min(bottom, Math.max(corners[0].y, corners[1].y));
         }
         return right - left > 1 && bottom - top > 1 ? {left, right, top, bottom} : null;
     };
@@ -99,7 +101,8 @@ PROBLEMS_JS = """() => {
             const a = texts[i].r, b = texts[j].r;
             const x = Math.min(a.right, b.right) - Math.max(a.left, b.left), y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
             if (x > 2 && y > 2 && !texts[i].e.contains(texts[j].e) && !texts[j].e.contains(texts[i].e))
-                problems.push(`${name(plot)}: "${texts[i].e.textContent.slice(0, 30)}" is drawn over "${texts[j].e.textContent.slice(0, 30)}"`);
+                problems.push(`${name(plot)}: "${texts[i].e.textContent.slice(0, 30)}" is drawn over ` +
+                              `"${texts[j].e.textContent.slice(0, 30)}"`);
         }
     }
     for (const wrap of [...document.querySelectorAll('.sv-table-wrap')].filter(shown)) {

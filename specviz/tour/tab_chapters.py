@@ -43,7 +43,8 @@ def lab_stages(lab: LabSet | None) -> Chapter | None:
         "Where A's output leaves the target's own, which token did A write, and what does the target alone write "
         "there?",
         "A wrote {got} where the target alone writes {expected}: a stale row changed the target's choice.",
-        {"a_keeps": A_KEEPS[0].lower() + A_KEEPS[1:], "a": str(first.step), "b": str(diffs["B"].step), "c": str(diffs["C"].step),
+        {"a_keeps": A_KEEPS[0].lower() + A_KEEPS[1:], "a": str(first.step), "b": str(diffs["B"].step),
+         "c": str(diffs["C"].step),
          "got": quoted(first.got or ""), "expected": quoted(first.expected or "")})
 
 
@@ -64,7 +65,8 @@ def explore_gap(table: SweepTable | None) -> Chapter | None:
         "At k = {k}, which share of the gap is the largest?",
         "{largest}, {value}×. The three shares, {acceptance}× + {outside}× + {baseline_prefill}×, add up to the "
         "{gap}× gap (each rounded).",
-        {"title": f"\u201c{GAP_TITLE.split(':')[0]}\u201d", "temperature": f"{temperature:g}", "k": str(best.k), "measured": f"{best.measured:.2f}",
+        {"title": f"\u201c{GAP_TITLE.split(':')[0]}\u201d", "temperature": f"{temperature:g}", "k": str(best.k),
+         "measured": f"{best.measured:.2f}",
          "tau": f"{best.tokens_per_step:.2f}", "model": f"{best.model:.2f}", "gap": f"{best.gap:.2f}",
          "largest": SHARE_NAMES[largest].capitalize(), "value": f"{parts[largest]:.2f}",
          **{name: f"{value:.2f}".replace("-", "\u2212") for name, value in parts.items()}})
