@@ -158,6 +158,9 @@ def test_tab_chapters_read_their_recordings(sources, tour):
                      if position >= len(reference) or token != reference[position])
         assert six.facts[key.lower()] == str(first), key
     assert six.view.lab_stage == "A" and six.view.lab_step == int(six.facts["a"])
+    from engine.lab import LAB_STAGES                       # the chapter says stage A in the Lab's own words
+    said = next(stage.explanation for stage in LAB_STAGES if stage.key == "A")
+    assert six.facts["a_keeps"][0].upper() + six.facts["a_keeps"][1:] in said and six.facts["a_keeps"] in six.words[0]
 
     seven = tour["Explore: k, temperature and the gap to the model"]
     table = sources.sweep

@@ -3,12 +3,13 @@ Next at 1440 x 900, at 1280 x 720 with large text (a projector) and at 390 x 844
 
 At every chapter it waits for the exact state (the tour's `data-ready`, every visible chart drawn and fitted to
 its box, large fonts after the toggle), then fails on: the chapter's outlined element off the part of the screen
-the tour's sheet leaves free; any horizontal overflow inside a figure or a table on screen (a chart wider than its
-box or the screen, a table wider than its box, a line of text cut off by a box that does not scroll); any text drawn over another text in a chart on screen (titles,
-legend entries, annotations, axis titles, tick labels and the texts inside bars: a tree's node labels, a timeline's
-tokens); the page wider than the screen. Each failure names the
-element. The arrow keys and the chapter list move through the tour too. Screenshots of a few chapters at each size
-land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
+the tour's sheet leaves free (or, where the chapter names the part of it its question reads, that part); any
+horizontal overflow inside a figure or a table on screen (a chart wider than its box or the screen, a table wider
+than its box, a line of text cut off by a box that does not scroll); any chart text the page draws (cut to its clip
+paths) past the chart's side or over another such text (titles, legend entries, annotations, axis titles, tick
+labels and the texts inside bars: a tree's node labels, a timeline's tokens); the page wider than the screen. Each
+failure names the element. The arrow keys and the chapter list move through the tour too. Screenshots of a few
+chapters at each size land in test-artifacts/tour-<mode>-<chapter>.png for a person to look at.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.browser
 
 MODES = {"desktop": (1440, 900, False), "projector": (1280, 720, True), "phone": (390, 844, False)}
 CHAPTERS = 9
-SHOTS = (1, 4, 5, 6, 8, 9)          # the chapters whose screenshots are kept
+SHOTS = (1, 3, 4, 5, 6, 7, 8, 9)         # the chapters whose screenshots are kept
 LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
 # Every visible chart is drawn, fitted to its box, and (large text) in the large font.
 SETTLED_JS = """(large) => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length > 0)
@@ -34,14 +35,26 @@ PROBLEMS_JS = """() => {
     const problems = [];
     const shown = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
     const box = e => e.getBoundingClientRect();
-    const name = e => { const owner = e.closest('[id^=sv-]'); return owner ? '#' + owner.id : e.tagName.toLowerCase(); };
-    const drawn = (plot, e) => {     // a bar's text inside its plot area: one panned out of view is clipped, not drawn
-        const sub = e.closest('.subplot'), id = sub && [...sub.classList].find(c => c !== 'subplot');
-        const drag = id && plot.querySelector(`.draglayer .${id} .nsewdrag`);
-        if (!drag) return true;
-        const d = box(drag), r = box(e), x = (r.left + r.right) / 2, y = (r.top + r.bottom) / 2;
-        return x >= d.left && x <= d.right && y >= d.top && y <= d.bottom;
+    // The part of a chart's text the page draws: its box cut to every clip path above it (Plotly clips a bar's
+    // text to the plot area, so a timeline's columns scrolled past the axis range are not drawn); null if none.
+    const drawn = (e, plot) => {
+        const r = box(e);
+        let left = r.left, right = r.right, top = r.top, bottom = r.bottom;
+        for (let a = e; a && a !== plot; a = a.parentElement) {
+            const clip = (a.getAttribute('clip-path') || '').match(/#([^)'"]+)/);
+            const path = clip && document.getElementById(clip[1]), rect = path && path.querySelector('rect');
+            if (!rect || !a.getScreenCTM) continue;
+            const m = a.getScreenCTM(), x = rect.x.baseVal.value, y = rect.y.baseVal.value;
+            const corners = [[x, y], [x + rect.width.baseVal.value, y + rect.height.baseVal.value]]
+                .map(([cx, cy]) => new DOMPoint(cx, cy).matrixTransform(m));
+            left = Math.max(left, Math.min(corners[0].x, corners[1].x));
+            right = Math.min(right, Math.max(corners[0].x, corners[1].x));
+            top = Math.max(top, Math.min(corners[0].y, corners[1].y));
+            bottom = Math.min(bottom, Math.max(corners[0].y, corners[1].y));
+        }
+        return right - left > 1 && bottom - top > 1 ? {left, right, top, bottom} : null;
     };
+    const name = e => { const owner = e.closest('[id^=sv-]'); return owner ? '#' + owner.id : e.tagName.toLowerCase(); };
     const sheet = document.querySelector('.sv-tour-sheet');
     const free = sheet && shown(sheet) ? box(sheet).top : innerHeight;      // the screen above the tour's sheet
     const onScreen = r => r.bottom > 0 && r.top < free && r.width > 0;
@@ -55,9 +68,18 @@ PROBLEMS_JS = """() => {
     else {
         const t = box(target), least = Math.min(t.height, 80);
         const seen = Math.min(t.bottom, free) - Math.max(t.top, 0);
-        if (seen < least - 1 || t.top < -1)
+        const focus = document.querySelector('.sv-tour').dataset.focus;     // the part of it the question reads
+        const part = focus && document.querySelector(focus);
+        if (focus && !part) problems.push(`the focus ${focus} of the outlined ${name(target)} is not on the page`);
+        if (seen < least - 1 || (!focus && t.top < -1))
             problems.push(`the outlined ${name(target)} is off-screen: ${Math.round(t.top)}-${Math.round(t.bottom)} px ` +
                           `with the screen free above ${Math.round(free)} px`);
+        if (part) {
+            const f = box(part);
+            if (f.top < -1 || (f.bottom > free + 1 && f.height < free))
+                problems.push(`the part ${focus} the question reads is off-screen: ${Math.round(f.top)}-` +
+                              `${Math.round(f.bottom)} px with the screen free above ${Math.round(free)} px`);
+        }
         if (t.left < -1 || t.right > innerWidth + 1)
             problems.push(`the outlined ${name(target)} runs past the screen's sides (${Math.round(t.left)}-${Math.round(t.right)} px)`);
     }
@@ -69,17 +91,18 @@ PROBLEMS_JS = """() => {
         if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
         const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
                                                 '.g-ytitle text, .xtick text, .ytick text, .bartext')]
-            .filter(e => shown(e) && e.textContent.trim() !== '' && (!e.classList.contains('bartext') || drawn(plot, e)));
-        for (const text of texts) {
-            const r = box(text);
+            .filter(e => shown(e) && e.textContent.trim() !== '')
+            .map(e => ({e, r: drawn(e, plot)})).filter(t => t.r !== null);
+        for (const {e: text, r} of texts) {
             if (r.left < svg.left - 1 || r.right > svg.right + 1)
                 problems.push(`${name(plot)}: "${text.textContent.slice(0, 40)}" runs past the chart's side`);
         }
         for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
-            const a = box(texts[i]), b = box(texts[j]);
+            const a = texts[i].r, b = texts[j].r;
             const x = Math.min(a.right, b.right) - Math.max(a.left, b.left), y = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-            if (x > 2 && y > 2 && !texts[i].contains(texts[j]) && !texts[j].contains(texts[i]))
-                problems.push(`${name(plot)}: "${texts[i].textContent.slice(0, 30)}" is drawn over "${texts[j].textContent.slice(0, 30)}"`);
+            if (x > 2 && y > 2 && !texts[i].e.contains(texts[j].e) && !texts[j].e.contains(texts[i].e))
+                problems.push(`${name(plot)}: "${texts[i].e.textContent.slice(0, 30)}" is drawn over ` +
+                              `"${texts[j].e.textContent.slice(0, 30)}"`);
         }
     }
     for (const wrap of [...document.querySelectorAll('.sv-table-wrap')].filter(shown)) {
@@ -177,5 +200,5 @@ def test_keys_list_and_answer(browser, app):
     page.goto(app + "#tour=6", wait_until="domcontentloaded")      # the other form of a chapter's link
     page.wait_for_selector("#sv-timeline .js-plotly-plot")
     wait_chapter(page, 6, False)
-    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-timeline"
+    assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-verdict"
     page.close()

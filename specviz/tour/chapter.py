@@ -15,7 +15,8 @@ from specviz.tokens import visible
 @dataclass(frozen=True)
 class View:
     """What a chapter puts on screen: a tab, and on it a recorded run, a step, a Lab stage; `outline` is the CSS
-    selector of the one element to look at."""
+    selector of the one element to look at; `focus`, inside it, the part the question reads when the element is
+    taller than the screen."""
 
     tab: str                           # run | race | explore | lab (the tab's id in specviz/layout.py)
     outline: str
@@ -23,6 +24,7 @@ class View:
     step: int | None = None            # the Run tab's step
     lab_stage: str | None = None       # the Lab tab's stage key
     lab_step: int | None = None        # the Lab tab's step
+    focus: str | None = None           # a part of the outlined element to scroll into view (its top otherwise)
     shows: tuple[str, str] | None = None   # (selector, words) on screen while the tab shows the recording read:
                                            # after a run of one's own the tour says the numbers are the recording's
 

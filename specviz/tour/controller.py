@@ -2,7 +2,8 @@
 link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
 would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it, outlines the
 chapter's element (a CSS rule on its selector, which outlives the redraws that replace the element; the root's
-`data-outline` names it) and scrolls it into the part of the screen the sheet leaves free; the large-text switch
+`data-outline` names it) and scrolls it, or the part of it the chapter's question reads (`focus`), into the part
+of the screen the sheet leaves free; the large-text switch
 sets the chapter again once the page is redrawn. A newer chapter cancels an older one's waits. The root gets
 `data-ready="<chapter>"` (what the browser tests wait for) only when the view holds and the element has stayed put
 for two looks; a view it could not set is said in the sheet's status line and in `data-error`."""
@@ -96,8 +97,9 @@ function holds(view) {     // the chapter's view is on screen
 function free() {         // the part of the screen the sheet leaves: [0, bottom)
   return root.dataset.open === '1' ? sheet.getBoundingClientRect().top : innerHeight;
 }
-function bring(target) {
-  const box = target.getBoundingClientRect();
+function bring(target, view) {   // the element, or the part of it the question reads (view.focus), into view
+  const part = view.focus && document.querySelector(view.focus);
+  const box = (part || target).getBoundingClientRect();
   const room = free();
   const top = box.height < room - 16 ? Math.max(8, (room - box.height) / 2) : 8;
   window.scrollBy(0, box.top - top);
@@ -127,12 +129,14 @@ async function show(n) {
   status.textContent = 'Setting the view…';
   outline.textContent = '';
   delete root.dataset.outline;
+  delete root.dataset.focus;
   try {
     const view = JSON.parse(chapters[n - 1].dataset.view);
     await setView(view);
     if (mine !== ticket) return;
     outline.textContent = view.outline + ' { OUTLINE_CSS }';
     root.dataset.outline = view.outline;
+    if (view.focus) root.dataset.focus = view.focus;
     // Settle: a response still on its way (a tab's refit, a redraw of the run) can move the element or undo the
     // view; set it again or scroll again until the view holds and the element stays put for two looks.
     let last = null, still = 0;
@@ -144,7 +148,7 @@ async function show(n) {
       const top = target.getBoundingClientRect().top;
       if (last !== null && Math.abs(top - last) < 1) { still++; continue; }
       still = 0;
-      bring(target);
+      bring(target, view);
       last = target.getBoundingClientRect().top;
     }
     if (mine !== ticket) return;
@@ -162,6 +166,7 @@ function close() {
   root.dataset.open = '0';
   outline.textContent = '';
   delete root.dataset.outline;
+  delete root.dataset.focus;
   pad();
 }
 root.querySelector('.sv-tour-open').addEventListener('click', () => show(current || 1));

@@ -71,9 +71,10 @@ def caches_and_cut(trace: Trace | None, name: str) -> Chapter | None:
         return None
     target, draft = step.kv_target, step.kv_draft
     return Chapter(
-        "Two caches and the cut", View("run", "#sv-kv", recorded=name, step=step.index),
-        "Each model keeps a KV cache, one row per token it has read. At step {step} the target's grew from {before} "
-        "to {forward} rows in the verify forward, then the cut removed the {cut} rows of drafts it did not keep. "
+        "Two caches and the cut", View("run", "#sv-detail .sv-caches", recorded=name, step=step.index),
+        "Each model keeps a KV cache, one row per token it has read, and the outlined lines tell each one's story. "
+        "At step {step} the target's grew from {before} to {forward} rows in the verify forward, then the cut "
+        "removed the {cut} rows of drafts it did not keep. "
         "The draft model never feeds its own last draft, so its cut is one row shorter: {draft_cut}.",
         "How many rows does the target's cache hold after step {step}'s cut?",
         "{after}: the {forward} rows after the verify forward, less the {cut} cut.",
@@ -132,7 +133,8 @@ def residual_sum(trace: Trace | None, name: str) -> Chapter | None:
         "draft, with chance min(p(x), q(x)), or as the recovered token, with chance (1 − Σ min) × residual(x). Each "
         "bar stacks the two, and they add up to p(x): the output follows the target's law.",
         "For the recovered token {token}, do its two parts add up to its p?",
-        "Yes: {part} + {rest} × {residual} = {total}, and p = {p}.",
+        "Yes: {part} + {rest} × {residual} = {total}, and p = {p}: equal up to the stored digits (each number "
+        "is printed to three decimals).",
         {"position": str(at + 1), "token": quoted(token.text), "part": prob(part), "rest": prob(rest),
          "residual": prob(residual[token.id]), "total": prob(part + rest * residual[token.id]),
          "p": prob(p[token.id])})

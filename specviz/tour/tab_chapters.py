@@ -9,10 +9,12 @@ from engine.lab import TREE_STAGE
 from engine.records import StepRecord
 from specviz.explore.gap import gap_shares
 from specviz.explore.views import pick_temperature
+from specviz.figures.gap import TITLE as GAP_TITLE
 from specviz.lab.views import LabSet, difference
 from specviz.tour.chapter import Chapter, View, quoted
 
 STAGES = ("A", "B", "C")
+A_KEEPS = "Rejected drafts stay in both KV caches"     # the Lab's own words for stage A (engine/lab.py)
 # What each tab says while it shows its recording (specviz/lab/tab.py, specviz/explore/tab.py, specviz/race/tab.py).
 LAB_RECORDED = ("#sv-lab-status", "recorded lab runs")
 SWEEP_RECORDED = ("#sv-sweep-status", "the recorded sweep")
@@ -32,15 +34,17 @@ def lab_stages(lab: LabSet | None) -> Chapter | None:
         return None
     first = diffs["A"]
     return Chapter(
-        "The Lab: four stages of the engine", View("lab", "#sv-lab-timeline", lab_stage="A", lab_step=first.step,
-                                                    shows=LAB_RECORDED),
-        "The Lab runs one prompt greedily while the engine is built: A keeps rejected drafts' rows in the target's "
-        "cache, B adds the carryover, C zero-fills those rows and D cuts them. A's output leaves the target's own "
-        "at step {a} (the vermillion line), B's at step {b} and C's at step {c}; D's never does. Only D, which "
-        "removes the rows, is exact.",
-        "At stage A's vermillion line, which token did A write, and what does the target alone write there?",
+        "The Lab: four stages of the engine", View("lab", "#sv-lab-verdict", lab_stage="A", lab_step=first.step,
+                                                    focus="#sv-lab-verdict .sv-lab-diff", shows=LAB_RECORDED),
+        "The Lab runs one prompt greedily while the engine is built: in A {a_keeps}, B adds the carryover, C "
+        "zero-fills the rejected rows and D cuts them. A's output leaves the target's own at step {a} (the "
+        "outlined lines, and the vermillion line on the timeline below), B's at step {b} and C's at step {c}; D's "
+        "never does. Only D, which removes the rows, is exact.",
+        "Where A's output leaves the target's own, which token did A write, and what does the target alone write "
+        "there?",
         "A wrote {got} where the target alone writes {expected}: a stale row changed the target's choice.",
-        {"a": str(first.step), "b": str(diffs["B"].step), "c": str(diffs["C"].step),
+        {"a_keeps": A_KEEPS[0].lower() + A_KEEPS[1:], "a": str(first.step), "b": str(diffs["B"].step),
+         "c": str(diffs["C"].step),
          "got": quoted(first.got or ""), "expected": quoted(first.expected or "")})
 
 
@@ -55,13 +59,14 @@ def explore_gap(table: SweepTable | None) -> Chapter | None:
     largest = max(parts, key=lambda name: abs(parts[name]))
     return Chapter(
         "Explore: k, temperature and the gap to the model", View("explore", "#sv-gap", shows=SWEEP_RECORDED),
-        "Each heatmap cell is one k at one temperature of a recorded sweep: at T = {temperature} the fastest was "
-        "k = {k}, {measured}× target-only's speed, with τ = {tau} tokens per step. The model at the measured costs "
-        "predicts {model}× there; this chart splits the {gap}× between them into three shares.",
+        "The outlined chart, {title}, has one bar per k at T = {temperature} of a recorded sweep: there the "
+        "fastest was k = {k}, {measured}× target-only's speed, with τ = {tau} tokens per step. The model at the "
+        "measured costs predicts {model}× there; each bar splits the {gap}× between them into three shares.",
         "At k = {k}, which share of the gap is the largest?",
         "{largest}, {value}×. The three shares, {acceptance}× + {outside}× + {baseline_prefill}×, add up to the "
         "{gap}× gap (each rounded).",
-        {"temperature": f"{temperature:g}", "k": str(best.k), "measured": f"{best.measured:.2f}",
+        {"title": f"\u201c{GAP_TITLE.split(':')[0]}\u201d", "temperature": f"{temperature:g}", "k": str(best.k),
+         "measured": f"{best.measured:.2f}",
          "tau": f"{best.tokens_per_step:.2f}", "model": f"{best.model:.2f}", "gap": f"{best.gap:.2f}",
          "largest": SHARE_NAMES[largest].capitalize(), "value": f"{parts[largest]:.2f}",
          **{name: f"{value:.2f}".replace("-", "\u2212") for name, value in parts.items()}})
@@ -83,7 +88,7 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
     kv, kept = step.kv_target, len(step.tree.path)
     return Chapter(
         "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index,
-                                                 shows=LAB_RECORDED),
+                                                 focus="#sv-lab-tree .draglayer .x2y2 .nsewdrag", shows=LAB_RECORDED),
         "Stage T drafts a tree of up to {budget} candidates instead of a line, and one target forward checks every "
         "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path of {kept} of the {nodes} "
         "nodes; the gather copies their rows into place right after the committed text and drops the other {cut}.",
@@ -105,7 +110,8 @@ def race(recorded: Race | None) -> Chapter | None:
         "The race", View("race", "#sv-race-view", shows=RACE_RECORDED),
         "The same prompt, decoded twice on the same models: the target alone needs one forward per token, "
         "{slow_forwards} forwards for {slow_tokens} tokens. The speculative lane writes {fast_tokens} tokens{same} "
-        "with {fast_forwards} target forwards, and finishes in {fast_s} s against {slow_s} s: {speedup}× as fast.",
+        "with {fast_forwards} target forwards, and when the replay ends it has taken {fast_s} s against {slow_s} s: "
+        "{speedup}× as fast.",
         "How many tokens does each target forward of the speculative lane give, on average?",
         "{per}: {fast_tokens} tokens over {fast_forwards} forwards (its speed, {fast_rate} tokens/s, is what the lane "
         "shows at the end).",
