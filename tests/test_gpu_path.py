@@ -179,10 +179,11 @@ def test_explore_draws_the_model_at_this_servers_costs_and_says_whether_a_k_pays
     that costs 0.95 of a target token no k pays, and Explore names the n-gram drafter."""
     from engine.formats.sweep_reader import SweepTable
     from specviz.explore.views import render_sweep
+    from specviz.quantities import shown_alpha
     saved = json.loads((ROOT / "docs" / "gpu" / "gpu_check-h200.json").read_text())
     h200 = DeviceCosts.from_dict(saved["costs"]["default"]["graphs"])
     table = SweepTable.load(ROOT / "assets" / "sweeps" / "qwen-coder.json")
-    alpha = table.theory(0.0).alpha
+    alpha = shown_alpha(table.theory(0.0).alpha)      # the model beside α is worked from α's shown digits (#33)
     views = render_sweep(table, "", 0.0, device_costs=h200)
     line = next(trace for trace in views.theory.data if trace.meta == "model.speedup_this_device")
     assert list(line.y) == pytest.approx([h200.speedup(alpha, k) for k in line.x])

@@ -95,8 +95,5 @@ def test_faults_on_the_real_server(tiny_vllm) -> None:
     stream.body["n"] = 2                    # what vLLM streams for n = 2 (the body check refuses it first)
     with pytest.raises(VllmError, match="more than one sequence"):
         list(stream)
-    generation = VllmGeneration(info, "abc", SpecConfig(k=K, max_new_tokens=TOKENS, raw=True), read_timeout_s=0.001)
-    with pytest.raises(VllmError, match="sent nothing for 0.001 s"):
-        while not generation.is_done:
-            generation.step()
-    assert not generation.trace().complete
+    # A silent server is checked on the replayed one (tests/test_vllm_trace.py, a gap it controls): a real server's
+    # gaps are timing, and a quiet machine streamed the tiny pair's chunks inside a 1 ms read timeout (CI run, 2026-11-28).
