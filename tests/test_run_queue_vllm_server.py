@@ -1,33 +1,24 @@
 """The Run tab's queue against a real vLLM 0.32 server (marker vllm; the tiny pair, tests/vllm_session.py):
 distinct runs in the server lane stream at once and each is the server's own answer for its prompt asked
-alone; a stopped run's closed stream makes the server stop generating it (docs/architecture.md §9, "lanes")."""
+alone (docs/architecture.md §9, "lanes")."""
 
 from __future__ import annotations
 
-import re
 import threading
-import time
 
 import pytest
 
 from app import EngineRunner
 from engine.config import SpecConfig
-from engine.vllm.transport import get_text, parse_address, post_json
+from engine.vllm.transport import parse_address, post_json
 from specviz.serving.runner import ModelChoice, RunRequest
 from specviz.serving.run_queue import RunQueue
-from specviz.serving.shared_run import DONE, STOPPED
+from specviz.serving.shared_run import DONE
 from vllm_session import K
 
 pytestmark = pytest.mark.vllm
 PROMPTS = ("abc", "Hello, world", "def f(x):\n    return x")
 TOKENS = 32
-LONG = 400          # a run long enough to be stopped half way on any machine
-
-
-def generated_tokens(url: str) -> float:
-    """The server's count of tokens it has generated, from /metrics."""
-    text = get_text(parse_address(url), "/metrics")
-    return sum(float(value) for value in re.findall(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", text, re.M))
 
 
 def request(url: str, prompt: str, tokens: int) -> RunRequest:
@@ -48,16 +39,6 @@ def test_distinct_runs_stream_at_once_and_each_is_the_servers_answer_alone(tiny_
         assert end.trace.complete and end.trace.output.token_ids == tuple(alone["token_ids"])
 
 
-def test_a_stopped_run_stops_generating_on_the_server(tiny_vllm):
-    queue = RunQueue(EngineRunner(device="cpu"))
-    before = generated_tokens(tiny_vllm.url)
-    seat = queue.join(request(tiny_vllm.url, "abc", LONG), threading.Event())
-    while (trace := seat.run.snapshot().trace) is None or len(trace.steps) < 3:
-        assert seat.run.snapshot().phase not in (DONE, STOPPED), "the run ended before it could be stopped"
-        time.sleep(0.01)
-    queue.leave(seat)
-    ended = seat.run.wait_until_ended(60)
-    assert ended.phase == STOPPED and not ended.trace.complete
-    time.sleep(3.0)                                   # long enough for hundreds of tokens, had it gone on
-    generated = generated_tokens(tiny_vllm.url) - before
-    assert generated < LONG / 2, generated
+# Stop closing the server's request is checked on the replayed server (tests/test_run_queue_lanes.py), which
+# streams at a pace the test sets. Against the real tiny pair it cannot be: on a quiet machine vLLM generated all
+# 400 tokens before the page had read its third step (clean-clone suite run, 2026-11-28), so nothing was left to stop.
