@@ -23,8 +23,10 @@ One JSON document on stdout (progress on stderr); exit status 1 if a check fails
   drafting for itself (about 1), the target plus noise (`--perturbation`, in between), the pair's
   random draft (about 0); the engine's own work per step is in the model. Checked: the model's error is
   the same at every level within 10 points (the acceptance part of the model holds); reported as a goal:
-  the error itself within 10 % at each (the probe times the forwards alone, not the probabilities a run's
-  draft and verify phases also compute, so on a CPU the model runs fast by a like margin at every level).
+  the error itself within 10 % at each. The probe times each phase as a run does it (a draft token with
+  its probabilities and argmax, a verify with its probabilities, the two models taking turns), and
+  each level reports the probed phases beside the run's (`draft_token_ms` against
+  `run_draft_ms_per_token`, `verify_ms` against `run_verify_ms`).
 - predicted: the speedups those costs give at the acceptance the real weights showed on a CPU
   (assets/sweeps/qwen-coder.json for the draft model; benchmarks/data/qwen-coder-ngram-edits.json
   for n-gram lookup on prompts that quote what they edit). Random weights accept nothing, so these
