@@ -64,6 +64,29 @@ def test_the_probe_measures_every_k_on_either_cache():
         assert all(ms > 0 for _, ms in costs.verify_ms)
 
 
+def test_the_probe_times_each_phase_as_a_run_does_it(monkeypatch):
+    """The probe's forwards in the order a run makes them: target tokens back to back, then for each k,
+    k chained draft tokens and a verify of k + 1 taking turns (a verify timed back to back found the
+    target's weights in the CPU's caches and ran about a fifth faster than in a run, docs/benchmark.md);
+    every forward's logits go through the probabilities, as a run's do. Oracle: the enumerated order."""
+    from engine.decode.kv import KVCache
+    from engine.loading import cost_probe
+    pair = build_tiny_pair(seed=0)
+    calls, probs = [], []
+    forward, to_probs = KVCache.forward, cost_probe.to_probs
+    monkeypatch.setattr(KVCache, "forward", lambda kv, ids, num_logits, **kw: calls.append(
+        ("draft" if kv.model is pair.draft else "target", len(ids), num_logits)) or forward(kv, ids, num_logits, **kw))
+    monkeypatch.setattr(cost_probe, "to_probs", lambda logits, params: probs.append(logits.shape[0] if logits.dim() > 1
+                                                                                    else 1) or to_probs(logits, params))
+    measure_costs(pair, "dynamic", ks=(2, 5))
+    rounds = cost_probe.WARMUPS + cost_probe.REPEATS
+    expected = [("target", 64, 1)] + [("target", 1, 1)] * rounds + [("draft", 64, 1)]
+    for k in (2, 5):
+        expected += ([("draft", 1, 1)] * k + [("target", k + 1, k + 1)]) * rounds
+    assert calls == expected
+    assert probs == [1] * rounds + [row for k in (2, 5) for row in ([1] * k + [k + 1]) * rounds]
+
+
 def test_a_trace_carries_the_costs_and_the_card_uses_them_for_v():
     pair = build_tiny_pair(seed=0)
     pair.device_costs = H200_LIKE
