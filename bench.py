@@ -116,8 +116,8 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     """vLLM's rows (benchmarks/vllm_peer.py), added to `table`; returns the results' "vllm" part."""
     import torch
     from engine.audit.runs import emitted_document
-    from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, preset_folders, run_peer
-    target, draft = preset_folders(preset)
+    from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, local_folders, run_peer
+    target, draft = local_folders(preset)
     plain = pairs["plain"]
     for key in [key for key in pairs if key != "plain"]:     # memory for the server: only the audit's target stays
         del pairs[key]

@@ -228,12 +228,11 @@ class PeerRun:
     emitted: list[EmittedRun]
 
 
-def preset_folders(preset: str) -> tuple[str, str | None]:
+def local_folders(preset: str) -> tuple[str, str | None]:
     """The preset's target and draft as model folders a vLLM server can load (converted on first use)."""
-    from engine.presets import get_preset
-    from scripts.vllm_folders import folder
-    chosen = get_preset(preset)
-    target, draft = folder(chosen.target), folder(chosen.draft) or None
+    from engine.loading.model_folders import preset_folders as folders
+    target, draft = folders(preset)
+    draft = draft or None
     if not Path(target).is_dir():
         raise ValueError(f"the vLLM rows need the {preset} preset's weights as folders on disk, but its target is "
                          f"{target!r}: choose a preset with GGUF or local weights")

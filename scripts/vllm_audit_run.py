@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="specviz-vllm-audit-"))
     if args.preset:
         from benchmarks.prompts import PROMPTS as BENCH_PROMPTS
-        from benchmarks.vllm_peer import preset_folders
+        from benchmarks.vllm_peer import local_folders
         from engine.loading.models import load_pair
-        target, draft = preset_folders(args.preset)
+        target, draft = local_folders(args.preset)
         pair = load_pair(args.preset, draft="ngram", device="cpu", target_dtype="float32", prepack=False)
         prompts, k, dtype = tuple(BENCH_PROMPTS.values()), 5, "bfloat16"
     else:

@@ -6,5 +6,5 @@ streamed POST, VllmError), server_info.py (probe a server), stream.py (a streame
 chunks and its final speculative-decoding metrics), to_trace.py (steps from the stream), ngram.py
 (vLLM's prompt-lookup rule, to reconstruct n-gram drafts), source.py (a Generation of
 specviz/serving/runner.py's protocol), counters.py (/metrics speculative counters), server.py
-(start and stop a real server). The API contract: /work/brief/vllm-contract.md.
+(start and stop a real server). A preset's weights as folders a server loads: engine/loading/model_folders.py.
 """
