@@ -26,6 +26,7 @@ class Row:
     drafted: int = 0
     accepted: int = 0
     steps: int = 0
+    verify_steps: int = 0                 # steps that verified drafts (k > 0): τ's steps, as vLLM counts them
     alpha: list[float] = field(default_factory=list)
     draft_ms: float = 0.0                 # summed over steps, for the cost ratio c
     verify_ms: float = 0.0
@@ -65,7 +66,7 @@ def _measured_alpha_and_k(row: Row, target: Row) -> tuple[float, int] | None:
     """The row's mean per-position overlap a (clamped below 1) and mean draft length k, if measured."""
     if not row.alpha or not row.drafted or not row.steps or not target.tokens:
         return None
-    return min(statistics.fmean(row.alpha), 0.999999), max(1, round(row.drafted / row.steps))
+    return min(statistics.fmean(row.alpha), 0.999999), max(1, round(row.drafted / (row.verify_steps or row.steps)))
 
 
 def theory(row: Row, target: Row) -> float | None:

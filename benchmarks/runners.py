@@ -111,6 +111,7 @@ def _engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: in
         row.drafted += summary.drafted
         row.accepted += summary.accepted
         row.steps += summary.steps
+        row.verify_steps += summary.verify_steps
         row.alpha += [v for step in trace.steps for v in step.overlap]
         row.draft_ms += sum(step.timing.draft for step in trace.steps)
         row.verify_ms += sum(step.timing.verify for step in trace.steps)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from benchmarks.configurations import SUITES, Configuration, Suite
 from benchmarks.rows import Row, target_step_ms, theory, theory_at_measured_verify
+from engine.metrics import tokens_per_verify_step
 
 COLUMNS = ("configuration", "T", "tok/s", "vs {stock}", "vs {same}",
            "code prompt vs stock", "vs assisted (same k)", "acceptance", "tokens per target forward", "theory",
@@ -28,6 +29,15 @@ TREES = "n/a: trees"          # a tree row's theory cells: the i.i.d. chain theo
 
 def _ratio(numerator: float, denominator: float | None) -> float | None:
     return round(numerator / denominator, 3) if denominator else None
+
+
+def tokens_per_step(row: Row) -> float | None:
+    """τ as vLLM reports it (mean_acceptance_length, engine/metrics.py): 1 + accepted / the steps that
+    verified drafts, so SpecViz's rows and vLLM's share one definition; a row that never drafted makes
+    one token a forward."""
+    if row.verify_steps:
+        return round(tokens_per_verify_step(row.accepted, row.verify_steps), 3)
+    return round(row.tokens / row.steps, 3) if row.steps else None
 
 
 def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int, suite: Suite = SUITES["cpu"]) -> dict:
@@ -45,7 +55,7 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int, s
             "code_speedup": _ratio(row.prompt_tokens_per_s("code"), stock.prompt_tokens_per_s("code")),
             "vs_assisted": _ratio(row.tokens_per_s, assisted.tokens_per_s if assisted else None),
             "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
-            "mean_accepted_length": round(row.tokens / row.steps, 3) if row.steps else None,
+            "mean_accepted_length": tokens_per_step(row),
             "theoretical_speedup": round(predicted, 3) if predicted else None,
             "measured_over_theory": _ratio(measured, predicted) if measured else None,
             "draft_cost": (round(row.draft_ms / row.drafted / target_step_ms(unit), 3)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from benchmarks.configurations import SUITES, Suite
 from benchmarks.rows import Row
+from benchmarks.table import tokens_per_step
 from engine.audit.runs import EmittedRun
 from engine.config import SpecConfig
 from engine.vllm.server import RunningServer, ServerSpec, start_server
@@ -154,6 +155,7 @@ def measure_peer(peer: PeerRow, info: ServerInfo, prompts: dict[str, list[int]],
             row.drafted += result.metrics.num_draft_tokens
             row.accepted += result.metrics.num_accepted_draft_tokens
             row.steps += len(result.metrics.per_step_accepted)
+            row.verify_steps += sum(drafted > 0 for drafted in result.metrics.per_step_drafted)
         outputs[name] = result.token_ids
         emitted.append(EmittedRun(f"{row.name}, T={config.temperature:g}, {name}", info.engine, tuple(prompt_ids),
                                   result.token_ids, config.temperature, config.top_k, config.top_p, result.step_sizes,
@@ -201,7 +203,7 @@ def peer_table_row(peer: PeerRow, rows: list[Row], k: int, suite: Suite = SUITES
             "vs_same_kernels": ratio(suite.reference_same_kernels),
             "code_speedup": ratio(suite.reference_stock, code=True), "vs_assisted": ratio(suite.assisted_same_k.format(k=k)),
             "acceptance_rate": round(row.accepted / row.drafted, 3) if row.drafted else None,
-            "mean_accepted_length": round((row.accepted + row.steps) / row.steps, 3) if row.steps else None,
+            "mean_accepted_length": tokens_per_step(row) if row.verify_steps else None,
             "theoretical_speedup": None, "measured_over_theory": None, "draft_cost": None, "verify_cost": None,
             "theory_at_verify_cost": None, "measured_over_theory_at_verify_cost": None, "theory_note": None,
             "identical": row.identical, "exact_expected": peer.configuration.dtype == IDENTITY_DTYPE,

@@ -76,3 +76,24 @@ def test_random_weights_outside_the_cuda_suite_is_refused_with_a_sentence(tmp_pa
         bench.parse(["--random-weights", str(tmp_path)])
     assert exit_info.value.code == 2 and "--random-weights stands in for the preset's weights" in capsys.readouterr().err
     assert bench.parse(["--suite", "cuda", "--random-weights", str(tmp_path)]).random_weights == str(tmp_path)
+
+
+def test_tokens_per_step_is_one_definition_for_specviz_and_vllm_rows():
+    """τ in the table is vLLM's mean_acceptance_length for every row: 1 + accepted / the steps that
+    verified drafts (a step that drafted nothing, an n-gram miss, is left out; the budget's cut is
+    not counted as tokens), so SpecViz's rows and vLLM's compare like with like. Oracle: hand counts,
+    and a real n-gram run's own summary."""
+    from benchmarks.rows import Row
+    from benchmarks.table import tokens_per_step
+    from engine.config import NGRAM_DRAFTER, SpecConfig
+    from engine.decode.speculative import SpeculativeEngine
+    from engine.loading.tiny import build_tiny_pair
+    assert tokens_per_step(Row("r", 0.0, tokens=12, accepted=7, steps=5, verify_steps=3)) == round(1 + 7 / 3, 3)
+    assert tokens_per_step(Row("target-only", 0.0, tokens=6, steps=6)) == 1.0
+    trace = SpeculativeEngine(build_tiny_pair(seed=0)).generate(
+        "aaaa bbbb aaaa bbbb aaaa", SpecConfig(k=4, max_new_tokens=24, drafter=NGRAM_DRAFTER))
+    summary = trace.summary
+    assert summary.verify_steps < summary.steps                     # some lookups found nothing
+    row = Row("n-gram", 0.0, tokens=summary.new_tokens, accepted=summary.accepted, steps=summary.steps,
+              verify_steps=summary.verify_steps)
+    assert tokens_per_step(row) == round(summary.mean_accepted_length, 3)
