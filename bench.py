@@ -125,7 +125,7 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
     configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype,
-                                         args.vllm_bind_all)
+                                         args.vllm_bindings)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
     logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))         # the servers' logs, kept after the run
@@ -170,7 +170,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's speed rows' dtype (its identity row is float32)")
     parser.add_argument("--vllm-bind-all", action="store_true",
                         help="vLLM's engine computes on cores 0..n-1 for n threads (by default vLLM keeps a core "
-                             "for its API process: on 2 cores it computes on one)")
+                             "for its API process: on 2 cores it computes on one); same as --vllm-bindings all")
+    parser.add_argument("--vllm-bindings", default="auto",
+                        help="comma-separated: auto (vLLM's own core binding), all (every core); each gets its rows")
     parser.add_argument("--vllm-probabilistic", action="store_true",
                         help="also vLLM's draft-model row with draft_sample_method 'probabilistic'")
     args = parser.parse_args(argv)
@@ -178,6 +180,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.repeats = GPU_REPEATS if (args.suite or args.device) == "cuda" else CPU_REPEATS
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    args.vllm_bindings = ("all",) if args.vllm_bind_all else tuple(args.vllm_bindings.split(","))
+    if not args.vllm_bindings or not set(args.vllm_bindings) <= {"auto", "all"}:
+        parser.error("--vllm-bindings takes auto, all or both, separated by a comma")
     try:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:

@@ -35,6 +35,7 @@ from engine.audit.runs import EmittedRun
 from engine.config import SpecConfig
 from engine.vllm.server import RunningServer, ServerSpec, start_server
 from engine.vllm.server_info import ServerInfo, probe
+from engine.vllm.transport import VllmError
 from engine.vllm.stream import CompletionStream, SpecMetrics, completion_body
 from engine.vllm.to_trace import split_steps
 
@@ -88,20 +89,29 @@ class PeerConfiguration:
                               draft_sample_method=self.draft_sample_method, bind_cores=self.bind_cores)
 
 
+BINDINGS = ("auto", "all")        # vLLM's own core binding (one core kept for its API process), or every core
+
+
 def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE,
-                        bind_all: bool = False) -> list[PeerConfiguration]:
-    """The identity row (float32 target-only, at the first thread count), then per thread count
-    target-only, draft model and n-gram in `dtype` (and probabilistic drafts when asked). With
-    `bind_all` a count of n threads computes on cores 0..n-1 (vLLM's own binding keeps one free)."""
-    def bound(count: int) -> str:
-        return f"0-{count - 1}" if bind_all and count > 1 else "0" if bind_all else ""
-    chosen = [PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0]))]
+                        bindings: tuple[str, ...] = ("auto",)) -> list[PeerConfiguration]:
+    """The identity row (float32 target-only, at the first thread count and binding), then per thread
+    count and binding target-only, draft model and n-gram in `dtype` (and probabilistic drafts when
+    asked). Binding "all": a count of n threads computes on cores 0..n-1 (vLLM's own binding, "auto",
+    keeps one free)."""
+    def bound(count: int, binding: str) -> str:
+        if binding == "auto":
+            return ""
+        return f"0-{count - 1}" if count > 1 else "0"
+    first = PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0], bindings[0]))
+    chosen = [first]
     for count in threads:
-        chosen += [PeerConfiguration(method, dtype, count, bind_cores=bound(count))
-                   for method in ("none", "draft_model", "ngram")
-                   if (method, dtype) != ("none", IDENTITY_DTYPE) or count != threads[0]]
-        if probabilistic:
-            chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic", bound(count)))
+        for binding in bindings:
+            cores = bound(count, binding)
+            chosen += [configuration for configuration in (PeerConfiguration(method, dtype, count, bind_cores=cores)
+                                                           for method in ("none", "draft_model", "ngram"))
+                       if configuration != first]
+            if probabilistic:
+                chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic", cores))
     return chosen
 
 
@@ -252,7 +262,14 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
         label = configuration.label(base.k)
         print(f"  vLLM server: {label}", file=sys.stderr)
         log = log_dir / f"vllm-server-{index}.log"
-        server, info = serve(configuration, target, draft, base.k, log)
+        server_entry = {"name": label, "method": configuration.method, "dtype": configuration.dtype,
+                        "threads": configuration.threads, "bind_cores": configuration.bind_cores, "log": str(log)}
+        try:
+            server, info = serve(configuration, target, draft, base.k, log)
+        except VllmError as error:         # one configuration that cannot serve costs its rows, not the run
+            print(f"  vLLM server {label!r} did not serve: {error}", file=sys.stderr)
+            measured.servers.append(server_entry | {"error": str(error)})
+            continue
         try:
             warm_up(info, next(iter(prompts.values())), base.k)
             for temperature in temperatures:
@@ -269,10 +286,7 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
                 measured.emitted += runs
         finally:
             server.stop()
-        measured.servers.append({"name": label, "engine": info.engine, "method": configuration.method,
-                                 "dtype": configuration.dtype, "threads": configuration.threads,
-                                 "bind_cores": configuration.bind_cores,
-                                 "startup_s": round(server.startup_s, 1), "log": str(log)})
+        measured.servers.append(server_entry | {"engine": info.engine, "startup_s": round(server.startup_s, 1)})
     return measured
 
 
@@ -281,6 +295,10 @@ def peer_line(results: dict) -> str:
     peer = results.get("vllm")
     if not peer:
         return ""
-    starts = ", ".join(f"{server['name']} {server['startup_s']:.0f} s" for server in peer["servers"])
+    starts = ", ".join(f"{server['name']} {server['startup_s']:.0f} s" for server in peer["servers"]
+                       if "error" not in server)
+    failed = "".join(f" {server['name']} did not serve: {server['error']}" for server in peer["servers"]
+                     if "error" in server)
     return (f"vLLM ({peer['engine']}) server start-ups, not in any row (a first start compiles; cached after): "
-            f"{starts}. Threads: SpecViz {peer['specviz_threads']}, vLLM as named in each row (OMP_NUM_THREADS).")
+            f"{starts}. Threads: SpecViz {peer['specviz_threads']}, vLLM as named in each row (OMP_NUM_THREADS)."
+            + failed)

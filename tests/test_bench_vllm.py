@@ -108,6 +108,30 @@ def test_the_configurations_hold_one_float32_identity_row_and_each_method_per_th
     assert chosen[0].spec("t", "d", 5, 512).speculative_config() is None
     assert chosen[0].label(5) == "vLLM target-only (fp32, 1 thread)"
     assert "VLLM_CPU_OMP_THREADS_BIND" not in chosen[0].spec("t", "d", 5, 512).environment()
-    bound = peer_configurations([2], bind_all=True)
+    bound = peer_configurations([2], bindings=("all",))
     assert {c.bind_cores for c in bound} == {"0-1"} and bound[1].label(5).endswith("2 threads on cores 0-1)")
     assert bound[1].spec("t", "d", 5, 512).environment()["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    both = peer_configurations([2], bindings=("auto", "all"))        # each binding gets every method's row
+    assert [(c.method, c.dtype, c.bind_cores) for c in both] == [
+        ("none", "float32", ""), ("none", "bfloat16", ""), ("draft_model", "bfloat16", ""), ("ngram", "bfloat16", ""),
+        ("none", "bfloat16", "0-1"), ("draft_model", "bfloat16", "0-1"), ("ngram", "bfloat16", "0-1")]
+
+
+def test_a_configuration_that_cannot_serve_costs_its_rows_not_the_run(monkeypatch, tmp_path):
+    """A server that exits before answering (here a stand-in for `serve`, isolating the loop) is
+    reported with vLLM's sentence beside the start-ups, and the next configuration still runs."""
+    import benchmarks.vllm_peer as vllm_peer
+    from engine.vllm.transport import VllmError
+    tried = []
+
+    def refuse(configuration, *args, **kwargs):
+        tried.append(configuration)
+        raise VllmError("The vLLM server exited with 1 before answering: no such folder.")
+    monkeypatch.setattr(vllm_peer, "serve", refuse)
+    configurations = peer_configurations([2])
+    measured = vllm_peer.run_peer(configurations, "t", "d", {"p": [1, 2]}, [0.0], SpecConfig(k=5), 1, None, tmp_path)
+    assert tried == configurations and measured.peers == []
+    assert [server["error"] for server in measured.servers] == ["The vLLM server exited with 1 before answering: "
+                                                                "no such folder."] * len(configurations)
+    line = vllm_peer.peer_line({"vllm": {"engine": "", "servers": measured.servers, "specviz_threads": 2}})
+    assert line.count("did not serve: The vLLM server exited with 1") == len(configurations)
