@@ -55,7 +55,7 @@ def pattern(kind: str, size: int = 8, solidity: float = 0.3) -> dict:
 
 TEXT_ON = {                    # readable text colour on each fill
     "accepted": "#FFFFFF",
-    "rejected": "#FFFFFF",
+    "rejected": "#000000",     # black on the vermillion: white read at 3.9, under WCAG's 4.5
     "unverified": "#333333",
     "recovered": "#FFFFFF",
     "bonus": "#222222",        # dark on the mid-light pink: white was hard to read (issue #33)

@@ -70,6 +70,27 @@ def test_the_chips_use_the_same_colours_and_the_bonus_text_reads():
     assert contrast(re.search(r"color: (#\w{6})", chip.replace("background-color", "")).group(1), COLORS["bonus"]) >= 4.5
 
 
+def test_every_chip_and_verdict_text_reads_against_what_it_sits_on():
+    """WCAG contrast 4.5 or more for normal text: each kind's text on its fill, as the timeline draws it
+    (TEXT_ON) and as the chips style it (the CSS), and the step tables' verdict words on white (white
+    on the rejected chip was 3.9, vermillion words on white 3.9, pink ones 3.1)."""
+    css = read_css()
+    for kind, text in TEXT_ON.items():
+        assert contrast(text, COLORS[kind]) >= 4.5, kind
+    for kind in ("accepted", "rejected", "recovered", "bonus", "unverified", "carryover"):
+        rule = re.search(rf"\.sv-tok\.sv-{kind}[ ,][^{{]*\{{([^}}]*)\}}", css).group(1)
+        written = re.search(r"(?<![-\w])color: (#\w{3,6})", rule)
+        text = written.group(1) if written else "#fff"              # .sv-tok's own colour
+        text = "#" + "".join(c * 2 for c in text[1:]) if len(text) == 4 else text
+        assert contrast(text, COLORS[kind]) >= 4.5, (kind, text)
+    inks = dict(re.findall(r"--sv-(\w+)-ink: (#\w{6})", css))
+    for kind in ("rejected", "bonus"):
+        assert contrast(inks[kind], "#FFFFFF") >= 4.5
+        assert re.search(rf"td\.sv-verdict \{{ color: var\(--sv-{kind}-ink\)", css), kind
+    assert re.search(r"tr\.sv-accepted td\.sv-verdict \{ color: var\(--sv-accepted\)", css)
+    assert contrast(COLORS["accepted"], "#FFFFFF") >= 4.5
+
+
 def test_the_output_tints_step_in_lightness_under_deuteranopia():
     tints = output_tints(read_css())
     assert set(tints) == {"accepted", "bonus", "recovered"}
@@ -82,3 +103,4 @@ def test_the_old_colours_are_caught():
     with pytest.raises(AssertionError):
         check_tints(OLD_TINTS)
     assert contrast("#FFFFFF", OLD["bonus"]) < 4.5                  # the old white text on the bonus chip
+    assert contrast("#FFFFFF", COLORS["rejected"]) < 4.5 and contrast(COLORS["rejected"], "#FFFFFF") < 4.5
