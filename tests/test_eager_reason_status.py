@@ -9,6 +9,7 @@ drives the run through the run queue.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -75,3 +76,19 @@ def test_a_run_whose_graphs_were_captured_says_nothing_of_them(tiny_engine):
     trace = updates[-1]["trace"]
     assert trace.steps[-1].kv_target.capacity == 256 and trace.eager_reason is None
     assert updates[-1]["status"].startswith("Done:") and not any("graph" in update["status"] for update in updates)
+
+
+def test_the_reason_travels_with_the_exported_trace(monkeypatch, tiny_engine):
+    """The JSON keeps the sentence (an optional field: a run with its graphs writes none), and the Run
+    tab's upload says it again on its status line."""
+    from engine.formats.trace import Trace
+    monkeypatch.setattr(engine.runtime.static_runner, "capture", failing_capture)
+    trace = run_updates(tiny_engine)[-1]["trace"]
+    document = trace.to_dict()
+    assert document["eager_reason"] == trace.eager_reason
+    back = Trace.from_json(trace.to_json())
+    assert back.eager_reason == trace.eager_reason and back.to_json() == trace.to_json()
+    status = dict(zip(Views.names(), Handlers(TinyStaticRunner()).upload(trace.to_json().encode(), False, None)))["status"]
+    assert status.startswith("Replaying an uploaded trace:") and status.endswith(f" The target's {REASON}; the draft's {REASON}.")
+    plain = dataclasses.replace(trace, eager_reason=None)
+    assert "eager_reason" not in plain.to_dict() and Trace.from_json(plain.to_json()).eager_reason is None

@@ -49,7 +49,7 @@ class Trace:
     complete: bool = True            # False while streaming or after Stop
     device_costs: DeviceCosts | None = None   # the machine's forwards measured when the pair loaded (a GPU)
     # Why a static cache ran this run without its CUDA graphs (a capture that failed at Run time,
-    # docs/architecture.md §7): one sentence for the status line; not saved in the JSON document.
+    # docs/architecture.md §7): one sentence for the status line, saved with the trace when there is one.
     eager_reason: str | None = None
 
     @property
@@ -79,6 +79,8 @@ class Trace:
         }
         if self.device_costs is not None:
             document["device_costs"] = self.device_costs.to_dict()
+        if self.eager_reason is not None:
+            document["eager_reason"] = self.eager_reason
         return document
 
     def to_json(self) -> str:

@@ -21,7 +21,7 @@ from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken,
 from engine.formats.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
 from engine.formats.trace_tree import check_tree, parse_tree
 from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, DRAFT_ORIGIN, EMIT_KIND, PROBABILITY,
-                                         PROBABILITY_OR_NULL, VERDICT, WHOLE, WHOLE_OR_NULL, FieldReader, Kind)
+                                         PROBABILITY_OR_NULL, TEXT, VERDICT, WHOLE, WHOLE_OR_NULL, FieldReader, Kind)
 
 CACHE_KIND = Kind(lambda v: isinstance(v, str) and v in CACHE_KINDS, f"one of {', '.join(CACHE_KINDS)}")
 
@@ -170,7 +170,8 @@ def parse_trace(data: Any) -> Trace:
                   prompt=TextTokens(prompt.str("text"), prompt.values("token_ids", WHOLE)),
                   output=TextTokens(output.str("text"), output.values("token_ids", WHOLE)),
                   steps=steps, wall_s=summary.num("wall_s"), baseline=baseline,
-                  complete=root.bool("complete", True), device_costs=_device_costs(root.obj("device_costs", optional=True)))
+                  complete=root.bool("complete", True), device_costs=_device_costs(root.obj("device_costs", optional=True)),
+                  eager_reason=root.get("eager_reason", TEXT, optional=True))
     _check_consistency(trace, summary)
     _checkcache_records(steps, schema)
     return trace

@@ -31,7 +31,7 @@ from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import HELD_WHILE_LIVE, Views, render, shown_tree
-from specviz.run.watch import Watch, status_only
+from specviz.run.watch import Watch, status_only, with_eager_reason
 from specviz.serving.runner import RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
 from specviz.serving.server_interval import ServerShare, read_before, share_since
@@ -217,7 +217,7 @@ class Handlers(Stoppable):
     def upload(self, data: bytes | None, large: bool, width: float | None) -> Outputs:
         """Replay an uploaded trace; a bad file is a gr.Error and the current trace stays."""
         trace = parse_upload(data, MAX_TRACE_BYTES, "trace", Trace.from_json, TraceFormatError)
-        status = f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed."
+        status = with_eager_reason(f"Replaying an uploaded trace: {len(trace.steps)} steps, no model needed.", trace)
         first = trace.steps[0].index if trace.steps else None
         return render(trace, status, selected=first, style=FigureStyle.for_screen(large, width)).outputs()
 
