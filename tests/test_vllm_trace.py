@@ -11,6 +11,7 @@ import pytest
 from engine.config import SpecConfig
 from engine.formats.trace import Trace, first_steps
 from engine.vllm.source import VllmGeneration, start_generation
+from engine.vllm.ngram import propose
 from engine.vllm.transport import VllmError, parse_address
 from vllm_replay import Faults, ReplayServer, load_recording
 
@@ -211,6 +212,43 @@ def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
     rebuilt = [d for s in verify for d in s.draft[s.num_accepted:]]
     assert rebuilt and all(d.origin == "reconstructed" and d.id is not None for d in rebuilt)
     assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
+
+
+def replayed_ngram(name: str, **lookup) -> Trace:
+    stream = NGRAM["streams"][name]
+    body = stream["body"]
+    prompt = next(p for p, ids in NGRAM["tokenize"].items() if ids == body["prompt"])
+    server = ReplayServer(NGRAM)
+    try:
+        generation = start_generation(server.url, prompt, SpecConfig(k=3, temperature=body["temperature"],
+                                                                     max_new_tokens=body["max_tokens"],
+                                                                     seed=body["seed"], raw=True),
+                                      method="ngram", **lookup)
+        while not generation.is_done:
+            generation.step()
+    finally:
+        server.close()
+    return generation.trace()
+
+
+@pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
+def test_a_server_started_with_another_lookup_is_drawn_as_it_ran(name) -> None:
+    """The recording's server looked up 1- to 3-grams; the page, told nothing, assumes vLLM's default
+    (5-grams only), under which the counts do not split the tokens (or rebuild drafts the server never
+    made). The finished trace is built under a lookup that agrees with every count and emitted token:
+    the same steps, drafts and kinds as when told the server's own lookup, and the config names it."""
+    told = replayed_ngram(name, ngram_lookup=(1, 3))
+    inferred = replayed_ngram(name)
+    assert (inferred.config.ngram_min, inferred.config.ngram_max) != (5, 5)
+    def shape(trace: Trace) -> list:
+        return [(step.k, step.num_accepted, [(d.id, d.origin) for d in step.draft], step.verdicts,
+                 [(e.id, e.kind) for e in step.emitted]) for step in trace.steps]
+    assert shape(inferred) == shape(told) and inferred.output.token_ids == told.output.token_ids
+    rule, context = inferred.config, list(inferred.prompt.token_ids)
+    for step in inferred.steps:
+        if step.k:
+            assert tuple(d.id for d in step.draft) == propose(context, rule.ngram_min, rule.ngram_max, 3)
+        context += [token.id for token in step.emitted]
 
 
 def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:

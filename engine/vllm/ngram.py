@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 DEFAULT_LOOKUP = (5, 5)     # vLLM's (prompt_lookup_min, prompt_lookup_max) when neither is set
+MAX_LOOKUP = 8              # the longest n-gram tried when a server's own lookup must be found from its counts
 
 
 def propose(context_ids: Sequence[int], min_n: int, max_n: int, k: int,

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import TextTokens, Trace
 from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
-from engine.vllm.ngram import lookup_rule
+from engine.vllm.ngram import MAX_LOOKUP, lookup_rule
 from engine.vllm.server_info import ServerInfo
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.transport import VllmError
@@ -109,9 +109,10 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
     lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
     `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
-    proposer = (lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
-                if config.drafter == NGRAM_DRAFTER else None)
-    steps_tokens = split_steps(chunks, metrics, config.k, proposer, prompt.token_ids)
+    if config.drafter == NGRAM_DRAFTER:
+        config, steps_tokens = _ngram_steps(config, info, chunks, metrics, prompt.token_ids, proposals)
+    else:
+        steps_tokens = split_steps(chunks, metrics, config.k, None, prompt.token_ids)
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
     kv_before, last_s = 0, started_s
@@ -128,6 +129,43 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
     text = "".join(chunk.text for chunk in chunks)
     return Trace(config=config, prompt=prompt, output=TextTokens(text, tuple(token.id for token in emitted)),
                  steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete)
+
+
+def _ngram_steps(config: SpecConfig, info: ServerInfo, chunks: Sequence[StreamChunk], metrics: SpecMetrics | None,
+                 prompt_ids: Sequence[int], proposals: dict[int, tuple[int, ...]] | None
+                 ) -> tuple[SpecConfig, list[StepTokens]]:
+    """An n-gram run's steps under the lookup SpecViz was told (vLLM's default unless set). vLLM does not
+    publish its prompt_lookup_min/max, so once the final counts are in, a told lookup under which they
+    do not split the tokens, or rebuild drafts that disagree with what the server emitted, gives way to
+    the first lookup (every min <= max up to MAX_LOOKUP) under which all of it agrees; the config then
+    names that lookup. None agrees: the told lookup's steps where they split (the drafts it cannot
+    rebuild stay unknown), else VllmError."""
+    told = lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
+    try:
+        steps = split_steps(chunks, metrics, config.k, told, prompt_ids)
+    except VllmError as error:
+        steps, failure = None, error
+    if metrics is None or (steps is not None and _all_rebuilt(steps)):
+        if steps is None:
+            raise failure
+        return config, steps
+    for low in range(1, MAX_LOOKUP + 1):
+        for high in range(low, MAX_LOOKUP + 1):
+            rule = lookup_rule(low, high, config.k, info.max_model_len)
+            try:
+                candidate = split_steps(chunks, metrics, config.k, rule, prompt_ids)
+            except VllmError:
+                continue
+            if _all_rebuilt(candidate):
+                return config.replace(ngram_min=low, ngram_max=high), candidate
+    if steps is None:
+        raise failure
+    return config, steps
+
+
+def _all_rebuilt(steps: Sequence[StepTokens]) -> bool:
+    """Every step that verified drafts has rebuilt drafts that agree with its counts and tokens."""
+    return all(_reconstructed(step) for step in steps if step.drafted)
 
 
 def _reconstructed(tokens: StepTokens) -> tuple[int, ...]:
