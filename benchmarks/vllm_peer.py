@@ -37,7 +37,8 @@ from engine.vllm.server import RunningServer, ServerSpec, start_server
 from engine.vllm.server_info import ServerInfo, probe
 from engine.vllm.transport import VllmError
 from engine.vllm.stream import CompletionStream, SpecMetrics, completion_body
-from engine.vllm.to_trace import split_steps
+from engine.vllm.ngram import DEFAULT_LOOKUP
+from engine.vllm.to_trace import engine_steps, external_config
 
 if TYPE_CHECKING:
     from engine.decode.pair import ModelPair
@@ -142,8 +143,14 @@ def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig, read_ti
     ids = tuple(token for chunk in chunks for token in chunk.token_ids)
     sizes = drafted = None
     if stream.metrics is not None:
-        steps = split_steps(chunks, stream.metrics, info.k or 0)
-        sizes, drafted = tuple(len(step.token_ids) for step in steps), tuple(step.drafted for step in steps)
+        try:
+            _, steps = engine_steps(info, external_config(info, config, DEFAULT_LOOKUP), chunks, stream.metrics,
+                                    prompt_ids)
+        except VllmError as error:        # the counts are still the row's; only the audit's step kinds go
+            print(f"  the steps of one request could not be placed ({error}); its audit marks no step kinds",
+                  file=sys.stderr)
+        else:
+            sizes, drafted = tuple(len(step.token_ids) for step in steps), tuple(step.drafted for step in steps)
     return Request(ids, stream.metrics, sizes, drafted)
 
 

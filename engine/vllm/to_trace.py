@@ -109,10 +109,7 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
     lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
     `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
-    if config.drafter == NGRAM_DRAFTER:
-        config, steps_tokens = _ngram_steps(config, info, chunks, metrics, prompt.token_ids, proposals)
-    else:
-        steps_tokens = split_steps(chunks, metrics, config.k, None, prompt.token_ids)
+    config, steps_tokens = engine_steps(info, config, chunks, metrics, prompt.token_ids, proposals)
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
     kv_before, last_s = 0, started_s
@@ -131,6 +128,16 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
                  steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete)
 
 
+def engine_steps(info: ServerInfo, config: SpecConfig, chunks: Sequence[StreamChunk], metrics: SpecMetrics | None,
+                 prompt_ids: Sequence[int], proposals: dict[int, tuple[int, ...]] | None = None
+                 ) -> tuple[SpecConfig, list[StepTokens]]:
+    """The run's engine steps (`config` is external_config's) and the config as the server ran it: a draft
+    model's by the per-step arrays alone, an n-gram server's with its lookup rule (`_ngram_steps`)."""
+    if config.drafter == NGRAM_DRAFTER:
+        return _ngram_steps(config, info, chunks, metrics, prompt_ids, proposals)
+    return config, split_steps(chunks, metrics, config.k, None, prompt_ids)
+
+
 def _ngram_steps(config: SpecConfig, info: ServerInfo, chunks: Sequence[StreamChunk], metrics: SpecMetrics | None,
                  prompt_ids: Sequence[int], proposals: dict[int, tuple[int, ...]] | None
                  ) -> tuple[SpecConfig, list[StepTokens]]:
@@ -139,7 +146,11 @@ def _ngram_steps(config: SpecConfig, info: ServerInfo, chunks: Sequence[StreamCh
     do not split the tokens, or rebuild drafts that disagree with what the server emitted, gives way to
     the first lookup (every min <= max up to MAX_LOOKUP) under which all of it agrees; the config then
     names that lookup. None agrees: the told lookup's steps where they split (the drafts it cannot
-    rebuild stay unknown), else VllmError."""
+    rebuild stay unknown), else VllmError. A run in which no step drafted is one token a step, whatever
+    the lookup (its config claims none)."""
+    if metrics is not None and not metrics.per_step_drafted:       # no step drafted: each emitted one token
+        times = [(token, chunk.time_s) for chunk in chunks for token in chunk.token_ids]
+        return config, [StepTokens((token,), 0, 0, time_s) for token, time_s in times]
     told = lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
     try:
         steps = split_steps(chunks, metrics, config.k, told, prompt_ids)
@@ -156,7 +167,7 @@ def _ngram_steps(config: SpecConfig, info: ServerInfo, chunks: Sequence[StreamCh
                 candidate = split_steps(chunks, metrics, config.k, rule, prompt_ids)
             except VllmError:
                 continue
-            if _all_rebuilt(candidate):
+            if any(step.drafted for step in candidate) and _all_rebuilt(candidate):
                 return config.replace(ngram_min=low, ngram_max=high), candidate
     if steps is None:
         raise failure
