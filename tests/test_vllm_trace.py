@@ -270,3 +270,24 @@ def test_a_run_the_server_stopped_ends_on_an_eos_step() -> None:
     assert Trace.from_json(done.to_json()).steps[-1].eos
     live = build_trace(info, config, prompt, chunks, None, 0.5, lambda ids: ["x"] * len(ids), False, "stop")
     assert not any(step.eos for step in live.steps) and not live.complete
+
+
+def test_an_ngram_run_in_which_no_step_drafted_is_one_token_a_step() -> None:
+    """The default pair's n-gram server once streamed 8 tokens with no verify step although SpecViz's
+    5-gram rule found a match in the context (bench.py's first peer run died there). Such a run is one
+    token a step, and no lookup is claimed for it: any lookup that proposes nothing would fit."""
+    from engine.vllm.ngram import DEFAULT_LOOKUP
+    from engine.vllm.server_info import ServerInfo
+    from engine.vllm.stream import SpecMetrics, StreamChunk
+    from engine.vllm.to_trace import engine_steps, external_config
+    info = ServerInfo(parse_address("127.0.0.1:1"), "target", "target", 512, "0.32.0", "ngram", 5, True)
+    prompt = [1, 2, 3, 4, 5, 9, 1, 2, 3, 4, 5]                     # a repeated 5-gram: the rule proposes 9, 1, ...
+    output = [7, 8, 6, 7, 8, 6, 7, 8]
+    chunks = [StreamChunk(1.0 + i, (token,), "x", None) for i, token in enumerate(output)]
+    metrics = SpecMetrics.from_json({"num_spec_tokens": 5, "num_draft_tokens": 0, "num_accepted_draft_tokens": 0,
+                                     "per_step_accepted": [], "per_step_drafted": [], "num_spec_steps": 0,
+                                     "acceptance_histogram": [0] * 6, "mean_acceptance_length": 1.0,
+                                     "draft_acceptance_rate": 0.0})
+    config, steps = engine_steps(info, external_config(info, SpecConfig(k=5), DEFAULT_LOOKUP), chunks, metrics, prompt)
+    assert [(step.token_ids, step.drafted) for step in steps] == [((token,), 0) for token in output]
+    assert (config.ngram_min, config.ngram_max) == DEFAULT_LOOKUP
