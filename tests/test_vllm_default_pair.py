@@ -10,10 +10,12 @@ server's own per-request counts for every step of the trace built from its strea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from engine.config import SpecConfig
-from engine.decode.baseline import target_only, top2_margin
+from engine.decode.baseline import target_only
 from engine.metrics import NEAR_TIE_LOGITS
 
 pytestmark = [pytest.mark.real_models, pytest.mark.vllm]
@@ -22,8 +24,40 @@ PROMPTS = ("Write a Python function that reverses a string.", "What does a hash 
 STARTUP_TIMEOUT_S = 1800.0      # a first start compiles both models (minutes; cached in ~/.cache/vllm after)
 
 
+@dataclass(frozen=True)
+class Reference:
+    prompt_ids: list[int]
+    output: tuple[int, ...]           # SpecViz's target-only greedy decoding
+    margins: list[float]              # the target's top-2 logit margin before each of those tokens
+
+
 @pytest.fixture(scope="module")
-def default_vllm(tmp_path_factory):
+def references() -> dict[str, Reference]:
+    """SpecViz's side, worked out before the server starts and then freed (a 1.5B target in float32 on
+    each side would not fit beside the rest of the suite): each prompt's chat-formatted ids, the stock
+    float32 target's greedy output and its top-2 margin at every position (one forward)."""
+    import gc
+
+    import torch
+
+    from engine.loading.models import load_pair
+    pair = load_pair("qwen-coder", draft="ngram", target_dtype="float32", prepack=False)
+    found = {}
+    for prompt in PROMPTS:
+        ids = pair.encode_prompt(prompt)
+        output = target_only(pair, ids, SpecConfig(max_new_tokens=TOKENS)).token_ids
+        with torch.inference_mode():
+            logits = pair.target(input_ids=torch.tensor([ids + list(output)])).logits[0, len(ids) - 1:-1,
+                                                                                       :pair.vocab_size]
+        top = torch.topk(logits.float(), 2).values
+        found[prompt] = Reference(ids, tuple(output), (top[:, 0] - top[:, 1]).tolist())
+    del pair
+    gc.collect()
+    return found
+
+
+@pytest.fixture(scope="module")
+def default_vllm(references, tmp_path_factory):
     from engine.loading.model_folders import preset_folders
     from engine.vllm.server import ServerSpec, start_server, vllm_python
     if vllm_python() is None:
@@ -36,13 +70,6 @@ def default_vllm(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def plain_target():
-    """The default target as stock float32 (no prepacking), without a draft model: the oracle's decoder."""
-    from engine.loading.models import load_pair
-    return load_pair("qwen-coder", draft="ngram", target_dtype="float32", prepack=False)
-
-
 def streamed(url: str, prompt: str):
     from engine.vllm.source import start_generation
     generation = start_generation(url, prompt, SpecConfig(k=K, max_new_tokens=TOKENS))
@@ -52,18 +79,16 @@ def streamed(url: str, prompt: str):
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_greedy_output_is_specviz_target_only_up_to_a_near_tie(default_vllm, plain_target, prompt):
-    generation = streamed(default_vllm, prompt)
-    trace = generation.trace()
-    ids = plain_target.encode_prompt(prompt)
-    assert list(trace.prompt.token_ids) == ids, "the server's chat template formatted the prompt differently"
-    ours = target_only(plain_target, ids, SpecConfig(max_new_tokens=TOKENS)).token_ids
-    theirs = trace.output.token_ids
+def test_greedy_output_is_specviz_target_only_up_to_a_near_tie(default_vllm, references, prompt):
+    reference = references[prompt]
+    trace = streamed(default_vllm, prompt).trace()
+    assert list(trace.prompt.token_ids) == reference.prompt_ids, "the server's chat template formatted it otherwise"
+    theirs, ours = trace.output.token_ids, reference.output
     differ = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), None)
     if differ is None:
         assert len(theirs) == len(ours), (len(theirs), len(ours))
     else:
-        margin = top2_margin(plain_target, ids + list(ours[:differ]))
+        margin = reference.margins[differ]
         assert margin < NEAR_TIE_LOGITS, f"token {differ} differs at a top-2 margin of {margin:.3f}"
 
 
