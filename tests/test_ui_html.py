@@ -154,6 +154,10 @@ def test_the_note_under_the_controls_reads_the_rule_and_never_calls_an_int8_draf
     assert Handlers.exactness("bfloat16", 0) == Exactness.NEAR_TIES_MAY_FLIP.note
     assert Handlers.exactness("float32", 0.8) == Exactness.IN_LAW.note
     assert Handlers.exactness("float32", 99) == ""                          # out of range: Run says why
+    from specviz.run.handlers import SERVER_EXACTNESS
+    from specviz.serving.runner import VLLM_SERVER
+    assert Handlers.exactness("float32", 0.0, VLLM_SERVER) == SERVER_EXACTNESS           # the server decides
+    assert Handlers.exactness("float32", 0.0, "qwen-coder") == Exactness.UP_TO_ROUNDING.note
     assert "int8" in Exactness.UP_TO_ROUNDING.note
     assert not any("bfloat16 draft" in level.note for level in Exactness)
 

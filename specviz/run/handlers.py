@@ -32,7 +32,7 @@ from specviz.run.output_view import output_html
 from specviz.run.step_detail import find_step, step_after, step_detail_html
 from specviz.run.views import HELD_WHILE_LIVE, Views, render, shown_tree
 from specviz.run.watch import Watch, status_only, with_eager_reason
-from specviz.serving.runner import RunRequest, Runner
+from specviz.serving.runner import VLLM_SERVER, RunRequest, Runner
 from specviz.serving.run_queue import QueueFull, RunQueue
 from specviz.serving.server_interval import ServerShare, read_before, share_since
 from specviz.serving.stop import STOPPED_IN_QUEUE, Stoppable, session_key
@@ -41,6 +41,12 @@ from specviz.serving.uploads import parse_upload
 
 Outputs = tuple[Any, ...]
 REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a projector
+
+
+# Under the controls when the source is a vLLM server: the server's own dtype and sampler decide its output.
+SERVER_EXACTNESS = ("A vLLM server runs at the dtype it was started with, with its own sampler: the precision "
+                    "setting and SpecViz's guarantees do not apply to it (the cards name the server's engine and "
+                    "dtype after the run).")
 
 
 class Handlers(Stoppable):
@@ -200,8 +206,11 @@ class Handlers(Stoppable):
         return draft, target, drafter, description, server
 
     @staticmethod
-    def exactness(target_dtype: str, temperature: float | None) -> str:
-        """The note under the controls: what these settings guarantee (engine.config.Exactness)."""
+    def exactness(target_dtype: str, temperature: float | None, preset: str = "") -> str:
+        """The note under the controls: what these settings guarantee (engine.config.Exactness); for a
+        vLLM server, that they do not decide what it runs."""
+        if preset == VLLM_SERVER:
+            return SERVER_EXACTNESS
         chosen = str(target_dtype or "auto")
         try:
             config = SpecConfig(temperature=float(temperature or 0.0),

@@ -85,8 +85,8 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
                               outputs=[controls["draft"], controls["target"], controls["drafter"],
                                        controls["preset_info"], controls["server"]], api_visibility="private")
-    for source in (controls["target_dtype"], controls["temperature"]):
-        source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"]],
+    for source in (controls["target_dtype"], controls["temperature"], controls["preset"]):
+        source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"], controls["preset"]],
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
     views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                            concurrency_limit=2, api_visibility="private").success(**shown_elsewhere)
