@@ -183,37 +183,6 @@ def test_nothing_listening_is_one_sentence() -> None:
 NGRAM = load_recording("tiny_ngram_k3")
 
 
-@pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
-def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
-    """vLLM's arrays skip the steps where the lookup found nothing; the rule places them, and its
-    drafts agree with every count and emitted token of the live server, so none stays unknown."""
-    stream = NGRAM["streams"][name]
-    metrics = next(e["metrics"]["speculative_decoding"] for e in stream["events"] if not e.get("choices"))
-    token_ids = tuple(t for e in stream["events"] if e.get("choices") for t in e["choices"][0]["token_ids"])
-    body = stream["body"]
-    prompt = next(p for p, ids in NGRAM["tokenize"].items() if ids == body["prompt"])
-    server = ReplayServer(NGRAM)
-    try:
-        generation = start_generation(server.url, prompt, SpecConfig(k=3, temperature=body["temperature"],
-                                                                     max_new_tokens=body["max_tokens"],
-                                                                     seed=body["seed"], raw=True),
-                                      method="ngram", ngram_lookup=(1, 3))
-        while not generation.is_done:
-            generation.step()
-    finally:
-        server.close()
-    trace = generation.trace()
-    assert trace.output.token_ids == token_ids and trace.config.drafter == "ngram"
-    verify = [s for s in trace.steps[1:] if s.k > 0]
-    assert [s.num_accepted for s in verify] == metrics["per_step_accepted"]
-    assert [s.k for s in verify] == metrics["per_step_drafted"]
-    assert all(s.num_emitted == 1 for s in trace.steps if s.k == 0)
-    assert len(verify) < len(trace.steps) - 1, "every step had a match: the placement of the others is untested"
-    rebuilt = [d for s in verify for d in s.draft[s.num_accepted:]]
-    assert rebuilt and all(d.origin == "reconstructed" and d.id is not None for d in rebuilt)
-    assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
-
-
 def replayed_ngram(name: str, **lookup) -> Trace:
     stream = NGRAM["streams"][name]
     body = stream["body"]
@@ -229,6 +198,25 @@ def replayed_ngram(name: str, **lookup) -> Trace:
     finally:
         server.close()
     return generation.trace()
+
+
+@pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
+def test_an_ngram_servers_drafts_are_rebuilt_by_its_own_rule(name) -> None:
+    """vLLM's arrays skip the steps where the lookup found nothing; the rule places them, and its
+    drafts agree with every count and emitted token of the live server, so none stays unknown."""
+    stream = NGRAM["streams"][name]
+    metrics = next(e["metrics"]["speculative_decoding"] for e in stream["events"] if not e.get("choices"))
+    token_ids = tuple(t for e in stream["events"] if e.get("choices") for t in e["choices"][0]["token_ids"])
+    trace = replayed_ngram(name, ngram_lookup=(1, 3))
+    assert trace.output.token_ids == token_ids and trace.config.drafter == "ngram"
+    verify = [s for s in trace.steps[1:] if s.k > 0]
+    assert [s.num_accepted for s in verify] == metrics["per_step_accepted"]
+    assert [s.k for s in verify] == metrics["per_step_drafted"]
+    assert all(s.num_emitted == 1 for s in trace.steps if s.k == 0)
+    assert len(verify) < len(trace.steps) - 1, "every step had a match: the placement of the others is untested"
+    rebuilt = [d for s in verify for d in s.draft[s.num_accepted:]]
+    assert rebuilt and all(d.origin == "reconstructed" and d.id is not None for d in rebuilt)
+    assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()
 
 
 @pytest.mark.parametrize("name", sorted(NGRAM["streams"]))
