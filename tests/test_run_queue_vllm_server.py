@@ -1,6 +1,9 @@
 """The Run tab's queue against a real vLLM 0.32 server (marker vllm; the tiny pair, tests/vllm_session.py):
-distinct runs in the server lane stream at once and each is the server's own answer for its prompt asked
-alone (docs/architecture.md §9, "lanes")."""
+distinct runs in the server lane all end, each the server's own answer for its prompt asked alone
+(docs/architecture.md §9, "lanes"). That they stream at once is checked on the replayed server
+(tests/test_run_queue_lanes.py), whose pace the test sets: the real tiny pair is too fast to show it
+(a clean-clone suite run of 2026-11-28 saw the first of three 32-token runs end 0.14 s before the last
+one's first step, its server probe and request having come after)."""
 
 from __future__ import annotations
 
@@ -25,13 +28,11 @@ def request(url: str, prompt: str, tokens: int) -> RunRequest:
     return RunRequest(ModelChoice(server=url), prompt, SpecConfig(k=K, max_new_tokens=tokens, raw=True))
 
 
-def test_distinct_runs_stream_at_once_and_each_is_the_servers_answer_alone(tiny_vllm):
+def test_distinct_runs_in_the_server_lane_are_each_the_servers_answer_alone(tiny_vllm):
     queue = RunQueue(EngineRunner(device="cpu"), server_runs=len(PROMPTS))
     seats = [queue.join(request(tiny_vllm.url, prompt, TOKENS), threading.Event()) for prompt in PROMPTS]
     ended = [seat.run.wait_until_ended(300) for seat in seats]
     assert [end.phase for end in ended] == [DONE] * len(PROMPTS), [end.error for end in ended]
-    runs = [seat.run for seat in seats]
-    assert max(run.running_since for run in runs) < min(run.finished_at for run in runs)      # at once
     for end in ended:
         alone = post_json(parse_address(tiny_vllm.url), "/v1/completions",
                           {"model": "target", "prompt": list(end.trace.prompt.token_ids), "max_tokens": TOKENS,
