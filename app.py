@@ -1,5 +1,8 @@
 """SpecViz web app: `python app.py [--host 127.0.0.1] [--port 7860] [--share] [--preset NAME]`.
 
+`--share` (a public link) turns hosted mode on unless `--no-hosted` is given; a server reachable from
+other machines without hosted mode prints one warning line.
+
 hysts' pattern: this file builds the model side (`EngineRunner`, which loads model
 pairs and shares them read-only between sessions) and hands it to the UI
 (`specviz.layout.build_demo`). The default pair starts loading in the background as the
@@ -12,8 +15,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import ipaddress
 import logging
 import os
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -264,6 +269,36 @@ class EngineRunner:
             self._pairs.popitem(last=False)
 
 
+def is_loopback(host: str) -> bool:
+    """True when `host` is reachable from this machine only: localhost or a loopback address."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def hosted_mode(flag: bool | None, share: bool, default: bool) -> bool:
+    """Hosted mode for the command line: `--hosted` / `--no-hosted` when given, else on with `--share` (a
+    public link's visitors must not reach local paths or any address through the vLLM URL box), else
+    `default` (hosted_from_env)."""
+    if flag is not None:
+        return flag
+    return share or default
+
+
+def exposure_warning(host: str, share: bool, hosted: bool) -> str | None:
+    """The one line a server reachable from other machines without hosted mode prints, else None."""
+    if hosted or (is_loopback(host) and not share):
+        return None
+    where = "through a public share link" if share else f"on {host}"
+    return (f"warning: SpecViz is reachable {where} without hosted mode: anyone who opens it can load models "
+            "from this machine's disk and make it send requests to any address (the vLLM URL box); add --hosted "
+            "(and --vllm-server URL for each vLLM server it may reach) unless everyone who can reach it is trusted.")
+
+
 def gpu_decorator(environ: Mapping[str, str] = os.environ) -> GpuDecorator | None:
     """spaces.GPU on a Hugging Face ZeroGPU Space (specviz/serving/space.py `on_zero_gpu`), else None:
     elsewhere nothing is wrapped (spaces' own decorator would be effect-free there)."""
@@ -293,9 +328,9 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
         hosted = hosted_from_env()
     except ConfigError as error:
         parser.error(str(error))
-    parser.add_argument("--hosted", action=argparse.BooleanOptionalAction, default=hosted,
-                        help=f"public server: presets' models only, no local paths, short runs (default: on when "
-                             f"${HOSTED_ENV}=1, or on a Hugging Face Space unless ${HOSTED_ENV}=0)")
+    parser.add_argument("--hosted", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"public server: presets' models only, no local paths, short runs (default: on with "
+                             f"--share, when ${HOSTED_ENV}=1, or on a Hugging Face Space unless ${HOSTED_ENV}=0)")
     parser.add_argument("--no-preload", dest="preload", action="store_false",
                         help="do not load the default pair at start-up (the first Run loads it; never loaded "
                              "at start-up on a ZeroGPU Space)")
@@ -306,6 +341,10 @@ def boot(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any, En
                         help=f"runs streaming at once from one vLLM server, which batches them (default {SERVER_RUNS}); "
                              "more wait their turn in the Run tab's queue (docs/architecture.md §9)")
     args = parser.parse_args(argv)
+    args.hosted = hosted_mode(args.hosted, args.share, hosted)
+    warning = exposure_warning(args.host, args.share, args.hosted)
+    if warning:
+        print(warning, file=sys.stderr)
     if args.vllm_runs < 1:
         parser.error("--vllm-runs must be at least 1")
     try:
