@@ -18,6 +18,7 @@ import pytest
 from engine.formats.sweep_reader import SweepTable
 from engine.formats.trace import Trace
 from specviz.assets import ASSETS_DIR, load_demo_trace, load_lab_traces, load_recorded_race, load_recorded_sweep
+from specviz.figures.tree_text import gather_moves
 from specviz.lab.views import KEYS, recorded_lab
 from specviz.run.step_detail import find_step, step_detail_html
 from specviz.tokens import visible
@@ -30,7 +31,7 @@ from trace_factory import make_trace
 
 TITLES = ("One greedy step", "The bonus token and the carryover", "Two caches and the cut",
           "A sampled step: min(1, p/q) and the draw", "The residual, and why the sum is p",
-          "The Lab: four stages of the engine", "Explore: k, temperature and the gap to the model",
+          "The Lab: four stages of the engine", "Explore: the fastest k and the gap to the model",
           "A token tree and its gather", "The race")
 # Formulas whose digits are part of the notation, not quoted numbers.
 FORMULAS = ("min(1, p/q)", "max(0, p − q)", "1 − Σ min")
@@ -73,6 +74,16 @@ def test_nine_chapters_in_order_each_short_with_one_question(tour):
         assert answer and "{" not in text + question + answer, chapter.title
     html = tour_html(tuple(tour.values()))
     assert html.count("<section class='sv-tour-chapter'") == 9 and html.count("<option") == 9
+
+
+def test_a_chapter_speaks_first_of_the_step_it_shows(tour):
+    """A chapter that sets the Run tab's or the Lab's step names that step before any other (issue 41: chapter 2
+    spoke of step 1 while the page showed step 2)."""
+    for chapter in tour.values():
+        shown = chapter.view.step if chapter.view.step is not None else chapter.view.lab_step
+        named = re.findall(r"\b[Ss]tep (\d+)", chapter.words[0])
+        if shown is not None and named:
+            assert named[0] == str(shown), f"{chapter.title}: the text speaks of step {named[0]}, the page shows {shown}"
 
 
 def test_no_chapter_types_a_number(tour):
@@ -162,7 +173,7 @@ def test_tab_chapters_read_their_recordings(sources, tour):
     said = next(stage.explanation for stage in LAB_STAGES if stage.key == "A")
     assert six.facts["a_keeps"][0].upper() + six.facts["a_keeps"][1:] in said and six.facts["a_keeps"] in six.words[0]
 
-    seven = tour["Explore: k, temperature and the gap to the model"]
+    seven = tour["Explore: the fastest k and the gap to the model"]
     table = sources.sweep
     temperature = float(seven.facts["temperature"])
     best = max(table.at(temperature), key=lambda cell: cell.speedup)
@@ -181,6 +192,12 @@ def test_tab_chapters_read_their_recordings(sources, tour):
     assert int(eight.facts["after"]) == int(eight.facts["before"]) + int(eight.facts["pending"]) + kept
     assert int(eight.facts["pending"]) == step.context_len - step.kv_target.before      # committed, not yet fed
     assert eight.facts["budget"] == str(tree_trace.config.tree_nodes)
+    moves = gather_moves(step.kv_target, step)                   # where the engine's gather puts the kept rows
+    assert int(eight.facts["first"]) == min(after for _, _, after in moves) == step.kv_target.before + int(
+        eight.facts["pending"])
+    pending = int(eight.facts["pending"])
+    assert ("right after the pending row " if pending == 1 else f"right after the {pending} pending rows ") \
+        in eight.words[0]                                        # the chart's words: after the pending row(s)
 
     nine = tour["The race"]
     race = sources.race

@@ -98,6 +98,41 @@ def test_the_figure_and_sentence_show_every_share_of_the_recorded_sweep():
     assert views.gap_words.count("At T = 0.7") == 1 and views.gap.data
 
 
+def _counted(share_count: int, sentence: str, words: str) -> int:
+    """The number of k's the sentence says `words` holds at (every k, N of the M k's, or none when unsaid)."""
+    import re
+    found = re.search(words + r" at (every k|(\d+) of the (\d+) k's)", sentence)
+    if found is None:
+        return 0
+    if found.group(1) == "every k":
+        return share_count
+    assert int(found.group(3)) == share_count
+    return int(found.group(2))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.3, 0.7, 1.0])
+def test_the_sentence_compares_each_share_with_the_whole_as_the_numbers_do(temperature):
+    """Issue 41: the page said the gap was 0.04× to 0.20× and that "most of it" was 0.14× to 0.25×, more than the
+    whole. The sentence now counts the k's where the time-outside share is the largest and where it is more than the
+    whole gap (the other shares giving some back), and those counts are the shares' own."""
+    shares = gap_shares(load_recorded_sweep(ASSETS_DIR).table, temperature)
+    sentence = gap_sentence(shares, temperature)
+    assert "most of it" not in sentence.lower()
+    largest = sum(abs(s.outside) >= max(abs(s.acceptance), abs(s.baseline_prefill)) for s in shares)
+    beyond = sum(s.outside > s.gap for s in shares)
+    assert _counted(len(shares), sentence, "the largest of the three") == largest
+    assert _counted(len(shares), sentence, "more than the whole gap") == beyond
+    assert ("gives some back" in sentence) == (beyond > 0)
+
+
+def test_a_share_beyond_the_gap_is_said_to_be_beyond_it():
+    """Built from known causes: step 0's prefill alone outweighs a gap that target-only's prefill shrinks."""
+    shares = gap_shares(table(*(run(k, prefill_ms=900.0, baseline_prefill_ms=300.0) for k in (2, 4))), 0.0)
+    assert all(s.outside > s.gap > 0 for s in shares)
+    sentence = gap_sentence(shares, 0.0)
+    assert "more than the whole gap at every k" in sentence and "largest of the three at every k" in sentence
+
+
 def test_tau_and_r_do_not_multiply_out_and_the_page_says_why():
     recorded = load_recorded_sweep(ASSETS_DIR).table
     note = multiply_note(recorded)

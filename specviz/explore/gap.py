@@ -103,13 +103,29 @@ def gap_sentence(shares: list[GapShares], temperature: float) -> str:
     outside = [share.outside for share in shares]
     where = (f"{span(gaps, '{:.2f}×')} below" if min(gaps) > 0
              else f"off (model − measured: {span(gaps, '{:+.2f}×')})")
-    most = sum(outside) >= sum(abs(s.acceptance) + abs(s.baseline_prefill) for s in shares)   # the largest share?
-    return (f"At T = {temperature:g} the measured points sit {where} the model at the measured costs. "
-            f"{'Most' if most else 'Part'} of it is time outside the steady forwards, {span(outside, '{:.2f}×')}: "
-            f"{span([100 * s.outside_fraction for s in shares], '{:.0f}')} % of each speculative run went to step "
-            "0's prefill of the prompt through both models (which the model, counting steps after the first, leaves "
-            "out), the engine's work between forwards and the last steps' shorter drafts. Acceptance adds "
-            f"{span([s.acceptance for s in shares], '{:+.2f}×')} (the runs' τ against the model's E(α, k); negative "
-            "where they accepted more). Target-only paid its own prefill too "
-            f"({span([100 * s.prefill_fraction for s in shares], '{:.0f}')} % of its time), which gives back "
-            f"{span([-s.baseline_prefill for s in shares], '{:.2f}×')}. {CARRYOVER_WORDS}")
+    return (f"At T = {temperature:g} the measured points sit {where} the model at the measured costs. At each k "
+            "three shares add up to that gap (the bars stack them). Time outside the steady forwards takes "
+            f"{span(outside, '{:.2f}×')}: {span([100 * s.outside_fraction for s in shares], '{:.0f}')} % of each "
+            "speculative run went to step 0's prefill of the prompt through both models (which the model, counting "
+            "steps after the first, leaves out), the engine's work between forwards and the last steps' shorter "
+            f"drafts. {_outside_compared(shares)} Acceptance adds {span([s.acceptance for s in shares], '{:+.2f}×')} "
+            "(the runs' τ against the model's E(α, k); negative where they accepted more). Target-only paid its own "
+            f"prefill too ({span([100 * s.prefill_fraction for s in shares], '{:.0f}')} % of its time), which gives "
+            f"back {span([-s.baseline_prefill for s in shares], '{:.2f}×')}. {CARRYOVER_WORDS}")
+
+
+def _outside_compared(shares: list[GapShares]) -> str:
+    """How the time-outside share compares with the whole gap and with the other two shares, counted over k (it
+    can exceed the gap: the other shares may give some back)."""
+    count = len(shares)
+    largest = sum(abs(s.outside) >= max(abs(s.acceptance), abs(s.baseline_prefill)) for s in shares)
+    beyond = sum(s.outside > s.gap for s in shares)
+    said = f"It is the largest of the three at {_of(largest, count)}"
+    if beyond:
+        said += (f", and more than the whole gap at {_of(beyond, count)}, where acceptance or target-only's prefill "
+                 "gives some back")
+    return said + "."
+
+
+def _of(part: int, whole: int) -> str:
+    return "every k" if part == whole else f"{part} of the {whole} k's"

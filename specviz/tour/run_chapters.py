@@ -52,9 +52,11 @@ def bonus_and_carryover(trace: Trace | None, name: str) -> Chapter | None:
     step, after = found
     return Chapter(
         "The bonus token and the carryover", View("run", "#sv-detail .sv-carry", recorded=name, step=after.index),
-        "At step {step} all {k} drafts were accepted, so the target's last row, computed in the same forward, gave "
-        "a bonus token {bonus} for free: {emitted} tokens from one target forward. The draft model never fed its "
-        "last draft to itself, nor the bonus, so step {next} starts by feeding both: the carryover.",
+        "Step {next} starts with the outlined carryover: tokens the draft model feeds itself before drafting. They "
+        "come from step {step}, the step before, where all {k} drafts were accepted, so the target's last row, "
+        "computed in the same forward, gave a bonus token {bonus} for free: {emitted} tokens from one target "
+        "forward. The draft model had fed neither its last draft nor that bonus to itself, so step {next} feeds "
+        "both.",
         "Which tokens does the carryover row of step {next} show, in order?",
         "{first} and then {second}: step {step}'s last draft, then its bonus token.",
         {"step": str(step.index), "k": str(step.k), "bonus": quoted(step.emitted[-1].text),

@@ -1,4 +1,4 @@
-"""Chapters 6-9, on the other tabs: the Lab's four stages, Explore's k, temperature and gap to the model, a token
+"""Chapters 6-9, on the other tabs: the Lab's four stages, Explore's fastest k and gap to the model, a token
 tree and its gather (the Lab's stage T), and the race. Each returns None when the page lacks its recording."""
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def lab_stages(lab: LabSet | None) -> Chapter | None:
 
 
 def explore_gap(table: SweepTable | None) -> Chapter | None:
-    """(7) Explore: the sweep's best k at one temperature, and the gap between the model and the measured point."""
+    """(7) Explore: the sweep's fastest k at the temperature Explore opens on, and the gap between the model and
+    the measured point there (the title names no temperature: the chapter reads one)."""
     temperature = pick_temperature(table, None)
     shares = gap_shares(table, temperature) if temperature is not None else []
     if not shares:
@@ -58,7 +59,7 @@ def explore_gap(table: SweepTable | None) -> Chapter | None:
     parts = {name: getattr(best, name) for name in SHARE_NAMES}
     largest = max(parts, key=lambda name: abs(parts[name]))
     return Chapter(
-        "Explore: k, temperature and the gap to the model", View("explore", "#sv-gap", shows=SWEEP_RECORDED),
+        "Explore: the fastest k and the gap to the model", View("explore", "#sv-gap", shows=SWEEP_RECORDED),
         "The outlined chart, {title}, has one bar per k at T = {temperature} of a recorded sweep: there the "
         "fastest was k = {k}, {measured}× target-only's speed, with τ = {tau} tokens per step. The model at the "
         "measured costs predicts {model}× there; each bar splits the {gap}× between them into three shares.",
@@ -86,17 +87,20 @@ def tree_gather(lab: LabSet | None) -> Chapter | None:
     if step is None:
         return None
     kv, kept = step.kv_target, len(step.tree.path)
+    pending = kv.after_cutoff - kv.before - kept
     return Chapter(
         "A token tree and its gather", View("lab", "#sv-lab-tree", lab_stage=TREE_STAGE.key, lab_step=step.index,
                                                  focus="#sv-lab-tree .draglayer .x2y2 .nsewdrag", shows=LAB_RECORDED),
         "Stage T drafts a tree of up to {budget} candidates instead of a line, and one target forward checks every "
-        "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path of {kept} of the {nodes} "
-        "nodes; the gather copies their rows into place right after the committed text and drops the other {cut}.",
+        "node, each seeing the committed text and its own ancestors only. At step {step} the walk accepted a path "
+        "of {kept} of the {nodes} nodes; the gather copies their rows into place from row {first} on, right after "
+        "{pending_rows} (committed tokens this forward fed before the nodes), and drops the other {cut}.",
         "How many rows does the target's cache hold after step {step}'s gather?",
         "{after}: the {before} rows before the step, {pending} pending, and the {kept} kept nodes.",
         {"budget": str(trace.config.tree_nodes), "step": str(step.index), "kept": str(kept),
          "nodes": str(len(step.tree.nodes)), "cut": str(kv.cutoff), "after": str(kv.after_cutoff),
-         "before": str(kv.before), "pending": str(kv.after_cutoff - kv.before - kept)})
+         "before": str(kv.before), "pending": str(pending), "first": str(kv.before + pending),
+         "pending_rows": "the pending row" if pending == 1 else f"the {pending} pending rows"})
 
 
 def race(recorded: Race | None) -> Chapter | None:
