@@ -255,13 +255,13 @@ def test_a_run_does_all_its_device_work_in_one_gpu_call_that_streams_its_steps(s
 
 
 def test_traces_cross_the_call_less_often_than_steps_and_the_last_is_whole(spaces, device_work, monkeypatch):
-    monkeypatch.setattr(device_call, "TRACE_EVERY_S", 3600.0)     # no trace but the last one
+    monkeypatch.setattr(device_call, "TRACE_EVERY_S", 3600.0)     # no trace but the first step's and the last one
     _, demo, _ = booted(["--no-preload", "--no-hosted"])
     queue = run_handlers(demo).queue
     snapshot = wait_ended(joined(queue, RunRequest(TINY, "import os", SpecConfig(k=2, max_new_tokens=16)), "visitor"))
     stepped = [event for event in spaces.calls[0]["yielded"] if type(event).__name__ == "Stepped"]
     assert snapshot.phase == DONE and len(stepped) == len(snapshot.trace.steps) > 1
-    assert [event.trace is not None for event in stepped] == [False] * (len(stepped) - 1) + [True]
+    assert [event.trace is not None for event in stepped] == [True] + [False] * (len(stepped) - 2) + [True]
     assert [step.index for step in snapshot.trace.steps] == [event.record.index for event in stepped]
 
 
@@ -298,7 +298,8 @@ def test_a_stopped_run_ends_its_gpu_call(spaces, device_work, monkeypatch):
     from engine.decode.generation import Generation
     real_step, release = Generation.step, threading.Event()
 
-    def gated_step(generation):          # the second step waits until the page has pressed Stop
+    def gated_step(generation):          # the second step waits until the page has pressed Stop (the first
+                                         # step's trace crosses the call at once, so the page sees it first)
         if generation.trace().steps:
             release.wait(ENDED_WITHIN_S)
         return real_step(generation)

@@ -34,7 +34,8 @@ def no_gpu(fn: Callable, **options: Any) -> Callable:
     return fn
 
 
-# A trace crosses the call's edge at most this often (and always at the end): each crossing pickles the
+# A trace crosses the call's edge with the first step, then at most this often (and always at the end): the
+# first step is on the page at once, whatever the next one costs. Each crossing pickles the
 # whole trace (73 kB after 34 steps of a 128-token tiny run; about 13 ms to pickle on a loaded 2-core
 # CPU), which, sent every step, could cost more than the step itself on a GPU; a page redraws at most
 # every 0.1 s anyway (docs/architecture.md §9).
@@ -57,8 +58,8 @@ class Started:
 
 @dataclass(frozen=True)
 class Stepped:
-    """One step: its record, and the trace so far when TRACE_EVERY_S has passed since the last one sent
-    (else None); `done` on the last, whose trace is always sent, with the target-only baseline when the
+    """One step: its record, and the trace so far on the first step and when TRACE_EVERY_S has passed since
+    the last one sent (else None); `done` on the last, whose trace is always sent, with the target-only baseline when the
     request asked for it."""
 
     record: StepRecord
@@ -123,12 +124,12 @@ class DeviceCall:
             return
         generation = started["generation"]
         yield Started(generation.trace())
-        sent = time.monotonic()
+        sent: float | None = None           # no step has crossed yet: the first one does at once
         while not generation.is_done:
             try:
                 record = generation.step()
                 trace = None
-                if generation.is_done or time.monotonic() - sent >= TRACE_EVERY_S:
+                if generation.is_done or sent is None or time.monotonic() - sent >= TRACE_EVERY_S:
                     trace, sent = generation.trace(), time.monotonic()
                 if generation.is_done and request.with_baseline:
                     trace = self.runner.with_baseline(request, trace)
