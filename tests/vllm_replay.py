@@ -33,6 +33,7 @@ class Faults:
     two_sequences: bool = False         # every event's choice says index 1 (what n = 2 streams look like)
     merge: bool = False                 # send all token chunks as one (a client that lagged behind)
     status: int = 200                   # answer /v1/completions with this HTTP status
+    main_branch: bool = False           # the statistics as vLLM's main branch sends them (`main_branch_form`)
 
 
 @dataclass
@@ -82,10 +83,31 @@ class ReplayServer:
             elif metrics and not self.faults.detailed:
                 metrics.pop("per_step_accepted", None)
                 metrics.pop("per_step_drafted", None)
+        if self.faults.main_branch:
+            main_branch_form(tokens, final)
         if self.faults.two_sequences:
             for event in tokens:
                 event["choices"][0]["index"] = 1
         return tokens + final
+
+
+def main_branch_form(tokens: list[dict[str, Any]], final: list[dict[str, Any]]) -> None:
+    """Rewrite a recorded 0.32 stream as vLLM's main branch sends it (`--per-request-spec-decode-stats`,
+    docs/features/speculative_decoding/acceptance_metrics.md at vllm-project/vllm
+    cd199986df1171c3255ce2e07e2c63be4385ef9f): the statistics leave the usage chunk's `metrics` and ride
+    the terminal chunk's choice (the one with the finish reason) as `speculative_decoding_stats`, whose
+    `acceptance_histogram` is a sparse map from the accepted count (as text) to its steps, zeros left out."""
+    stats = None
+    for event in final:
+        stats = (event.get("metrics") or {}).pop("speculative_decoding", None) or stats
+        if not event.get("metrics"):
+            event.pop("metrics", None)
+    if stats is None:
+        return
+    stats["acceptance_histogram"] = {str(j): n for j, n in enumerate(stats.get("acceptance_histogram") or ()) if n}
+    for event in tokens:
+        for choice in event["choices"]:
+            choice["speculative_decoding_stats"] = stats if choice.get("finish_reason") else None
 
 
 def _handler(replay: ReplayServer) -> type[BaseHTTPRequestHandler]:

@@ -55,6 +55,52 @@ def vllm_trace(name: str = "greedy", complete: bool = True, chunks: int | None =
                        arrived[-1].finish_reason if complete else None)
 
 
+def recorded_trace(recording: dict[str, Any], name: str, method: str = "draft_model",
+                   lookup: tuple[int, int] | None = None, tokens: int | None = None) -> Trace:
+    """A recorded stream (tests/vllm_record.py) of `recording` as the finished trace engine/vllm/ builds, with
+    its real chunk boundaries; `tokens` cuts the output there and keeps the arrays of the steps up to the
+    cut (what vLLM reports when its budget cuts a step: it counts before it truncates)."""
+    stream = recording["streams"][name]
+    body = stream["body"]
+    card = recording["models"]["data"][0]
+    info = ServerInfo(parse_address("http://127.0.0.1:8011"), card["id"], card["root"], card.get("max_model_len"),
+                      recording["version"]["version"], method, 3, True, "float32")
+    config = external_config(info, SpecConfig(temperature=body["temperature"], max_new_tokens=tokens or body["max_tokens"],
+                                              seed=body["seed"], k=3, raw=True), lookup)
+    choices = [event["choices"][0] for event in stream["events"] if event.get("choices")]
+    metrics = next(e["metrics"]["speculative_decoding"] for e in stream["events"] if not e.get("choices"))
+    arrived = [StreamChunk(1.0 + STEP_GAP_S * (number + 1), tuple(c["token_ids"]), c["text"], c.get("finish_reason"))
+               for number, c in enumerate(choices)]
+    prompt_ids = tuple(body["prompt"])
+    prompt = TextTokens("".join(recording["detokenize"][token] for token in prompt_ids), prompt_ids)
+    texts = lambda ids: [recording["detokenize"][token] for token in ids]      # noqa: E731
+    whole = build_trace(info, config, prompt, arrived, SpecMetrics.from_json(metrics), 1.0, texts, True,
+                        arrived[-1].finish_reason)
+    if tokens is None:
+        return whole
+    arrived, spec = _cut(arrived, whole, tokens)
+    return build_trace(info, whole.config, prompt, arrived, spec, 1.0, texts, True, "length")
+
+
+def _cut(chunks: list[StreamChunk], whole: Trace, tokens: int) -> tuple[list[StreamChunk], SpecMetrics]:
+    """The stream as a budget of `tokens` would have ended it: the chunks cut after that many tokens (the last
+    marked "length"), the arrays of every verify step that began before the cut, their counts whole."""
+    kept, count = [], 0
+    for chunk in chunks:
+        if count >= tokens:
+            break
+        ids = chunk.token_ids[:tokens - count]
+        count += len(ids)
+        kept.append(StreamChunk(chunk.time_s, ids, "", "length" if count >= tokens else None))
+    verify, start = [], 0
+    for step in whole.steps:
+        if start < tokens and step.k:
+            verify.append(step)
+        start += step.num_emitted
+    accepted, drafted = tuple(s.num_accepted for s in verify), tuple(s.k for s in verify)
+    return kept, SpecMetrics(whole.config.k, accepted, drafted, sum(drafted), sum(accepted))
+
+
 def _chunks(text: str, sizes: Sequence[int]) -> list[StreamChunk]:
     chunks, start = [], 0
     for number, size in enumerate(sizes):

@@ -25,6 +25,7 @@ from engine.records import CacheLengths, StepRecord
 
 SCHEMA = "specviz.trace/2"            # what to_dict() writes
 SCHEMA_V1 = "specviz.trace/1"         # still read: KV records without `stale`
+SPLITS = ("provisional", "unsplit")   # Trace.split: steps another engine did not report as such
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 
 
@@ -51,6 +52,10 @@ class Trace:
     # Why a static cache ran this run without its CUDA graphs (a capture that failed at Run time,
     # docs/architecture.md §7): one sentence for the status line, saved with the trace when there is one.
     eager_reason: str | None = None
+    # Another engine's steps that are not what it reported (docs/architecture.md §3 and §10): "provisional"
+    # (a live vLLM run's chunks standing in for steps until the server's per-step counts arrive) or
+    # "unsplit" (they never did: each token alone with its arrival time, no verdicts); None: measured steps.
+    split: str | None = None
 
     @property
     def summary(self) -> Summary:
@@ -81,6 +86,8 @@ class Trace:
             document["device_costs"] = self.device_costs.to_dict()
         if self.eager_reason is not None:
             document["eager_reason"] = self.eager_reason
+        if self.split is not None:
+            document["split"] = self.split
         return document
 
     def to_json(self) -> str:

@@ -18,12 +18,13 @@ from engine.device_costs import DeviceCosts
 from engine.metrics import BaselineStats, FirstDifference
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
                             Token)
-from engine.formats.trace import SCHEMA, SCHEMA_V1, TextTokens, Trace, TraceFormatError, cache_records
+from engine.formats.trace import SCHEMA, SCHEMA_V1, SPLITS, TextTokens, Trace, TraceFormatError, cache_records
 from engine.formats.trace_tree import check_tree, parse_tree
 from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, DRAFT_ORIGIN, EMIT_KIND, PROBABILITY,
                                          PROBABILITY_OR_NULL, TEXT, VERDICT, WHOLE, WHOLE_OR_NULL, FieldReader, Kind)
 
 CACHE_KIND = Kind(lambda v: isinstance(v, str) and v in CACHE_KINDS, f"one of {', '.join(CACHE_KINDS)}")
+SPLIT_KIND = Kind(lambda v: isinstance(v, str) and v in SPLITS, f"one of {', '.join(SPLITS)}")
 
 
 def _alternatives(reader: FieldReader) -> tuple[Alternative, ...]:
@@ -171,7 +172,8 @@ def parse_trace(data: Any) -> Trace:
                   output=TextTokens(output.str("text"), output.values("token_ids", WHOLE)),
                   steps=steps, wall_s=summary.num("wall_s"), baseline=baseline,
                   complete=root.bool("complete", True), device_costs=_device_costs(root.obj("device_costs", optional=True)),
-                  eager_reason=root.get("eager_reason", TEXT, optional=True))
+                  eager_reason=root.get("eager_reason", TEXT, optional=True),
+                  split=root.get("split", SPLIT_KIND, optional=True))
     _check_consistency(trace, summary)
     _checkcache_records(steps, schema)
     return trace
@@ -235,6 +237,8 @@ def _check_consistency(trace: Trace, stored: FieldReader) -> None:
                 raise TraceFormatError(f"{where}.kv.{name} {'lacks' if static else 'has'} a capacity, but the run's "
                                        f"config.cache is {trace.config.cache!r} (a static cache records its capacity)")
         committed += step.num_emitted
+    if trace.split == "unsplit" and any(step.k for step in trace.steps):
+        raise TraceFormatError("an unsplit trace (split: \"unsplit\") has no verdicts: every step's k must be 0")
     emitted_ids = tuple(token.id for step in trace.steps for token in step.emitted)
     if emitted_ids != trace.output.token_ids:
         raise TraceFormatError("output.token_ids differ from the tokens its steps emitted")

@@ -1,6 +1,8 @@
 """A run on a vLLM server as a Generation (specviz/serving/runner.py): `step()` waits for the next
 chunk and returns its step, `trace()` is a valid Trace at any point; once the final chunk brings
-the per-step arrays the trace is rebuilt from them (docs/architecture.md §10).
+the per-step arrays the trace is rebuilt from them (docs/architecture.md §10). Until then its steps
+are provisional (`Trace.split`); a run that ends without them (a cut stream, a time-out, a stop) or
+whose counts do not split its tokens keeps its tokens "unsplit", never the provisional guess.
 
 The prompt is tokenized by the server (`/tokenize`; through its chat template unless the config
 says raw or the tokenizer has none), so the ids are the server's; each token's text comes from
@@ -75,6 +77,7 @@ class VllmGeneration:
         self._returned = 0              # steps handed out by step()
         self._done = False
         self._trace: Trace | None = None
+        self._unsplit = False           # the run ended without a split: the trace keeps the tokens alone
         self._proposals: dict[int, tuple[int, ...]] = {}    # the n-gram rule's answers by context length
 
     @property
@@ -88,18 +91,23 @@ class VllmGeneration:
 
     def step(self) -> StepRecord:
         """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
-        it: the trace is then rebuilt from the server's per-step arrays."""
+        it: the trace is then rebuilt from the server's per-step arrays. A VllmError leaves the trace
+        unsplit (the tokens that arrived, no verdicts)."""
         if self._done:
             raise RuntimeError("the run is over")
-        while self._returned >= len(self.trace().steps):
-            try:
-                chunk = next(self._iterator)
-            except StopIteration:
-                return self._finish()
-            self._chunks.append(chunk)
-            self._trace = None
-            if chunk.finish_reason is not None:
-                return self._finish()
+        try:
+            while self._returned >= len(self.trace().steps):
+                try:
+                    chunk = next(self._iterator)
+                except StopIteration:
+                    return self._finish()
+                self._chunks.append(chunk)
+                self._trace = None
+                if chunk.finish_reason is not None:
+                    return self._finish()
+        except VllmError:
+            self._unsplit, self._trace = True, None
+            raise
         self._returned += 1
         return self.trace().steps[self._returned - 1]
 
@@ -117,18 +125,26 @@ class VllmGeneration:
         return steps[-1]
 
     def close(self) -> None:
-        """Close the connections: the server then aborts the request (a stopped run)."""
+        """Close the connections: the server then aborts the request (a stopped run, kept unsplit)."""
         close = getattr(self._iterator, "close", None)
         if close is not None:
             close()
+        if not self._done:
+            self._unsplit, self._trace = True, None
+            try:
+                self.trace()        # every token's text while the connection is open
+            except VllmError:
+                pass                # the server is gone: trace() says so when asked
         self._session.close()
 
     def trace(self) -> Trace:
-        """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done."""
+        """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done;
+        provisional before, unsplit after a failure or a stop."""
         if self._trace is None:
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts, self._done, self._stream.finish_reason, self._proposals)
+                                      self._texts, self._done, self._stream.finish_reason, self._proposals,
+                                      unsplit=self._unsplit)
         return self._trace
 
 

@@ -1,5 +1,14 @@
-"""A streamed completion from a vLLM server: token-bearing chunks as they arrive, and the final
-chunk's `metrics.speculative_decoding` (the per-step arrays, docs/architecture.md §10)."""
+"""A streamed completion from a vLLM server: token-bearing chunks as they arrive, and the request's
+speculative-decoding statistics (the per-step arrays, docs/architecture.md §10) in either form vLLM sends:
+
+- vLLM 0.32 (`--per-request-spec-decode-metrics detailed`): `metrics.speculative_decoding` on the final
+  usage chunk (no choices), a dense `acceptance_histogram` list (vllm/v1/metrics/stats.py
+  `RequestSpecDecodeMetrics.to_dict` in the 0.32.0 wheel);
+- vLLM's main branch (`--per-request-spec-decode-stats detailed`): `speculative_decoding_stats` on the
+  terminal chunk's choice (the one with the finish reason), `acceptance_histogram` a sparse map from
+  the accepted count (as text) to its steps (docs/features/speculative_decoding/acceptance_metrics.md
+  at vllm-project/vllm cd199986df1171c3255ce2e07e2c63be4385ef9f).
+"""
 
 from __future__ import annotations
 
@@ -39,18 +48,40 @@ class SpecMetrics:
         try:
             accepted = tuple(int(n) for n in data.get("per_step_accepted") or ())
             drafted = tuple(int(n) for n in data.get("per_step_drafted") or ())
-            metrics = cls(int(data["num_spec_tokens"]), accepted, drafted, int(data["num_draft_tokens"]),
-                          int(data["num_accepted_draft_tokens"]),
-                          tuple(int(n) for n in data.get("acceptance_histogram") or ()),
+            k = int(data["num_spec_tokens"])
+            metrics = cls(k, accepted, drafted, int(data["num_draft_tokens"]),
+                          int(data["num_accepted_draft_tokens"]), _dense(data.get("acceptance_histogram"), k),
                           float(data.get("mean_acceptance_length") or 0.0),
                           float(data.get("draft_acceptance_rate") or 0.0))
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise VllmError("The server's speculative-decoding metrics are not in the form vLLM 0.32 sends.") from None
+            raise VllmError("The server's speculative-decoding metrics are not in a form vLLM sends (0.32's "
+                            "metrics.speculative_decoding or its main branch's speculative_decoding_stats).") from None
         if (len(accepted) != len(drafted) or any(not 0 <= a <= d <= metrics.num_spec_tokens
                                                  for a, d in zip(accepted, drafted))
                 or sum(accepted) != metrics.num_accepted_draft_tokens or sum(drafted) != metrics.num_draft_tokens):
             raise VllmError("The server's per-step speculative counts contradict its totals.")
         return metrics
+
+
+def _dense(histogram: Any, k: int) -> tuple[int, ...]:
+    """The accepted-count histogram as a dense tuple: 0.32 sends a list, vLLM's main branch a sparse map
+    {"j": steps} without its zero counts (padded to k + 1 entries, as 0.32's list)."""
+    if not histogram:
+        return ()
+    if isinstance(histogram, dict):
+        counts = {int(key): int(value) for key, value in histogram.items()}
+        if min(counts) < 0 or max(counts) > k:
+            raise ValueError("an accepted count outside 0..k")
+        return tuple(counts.get(j, 0) for j in range(k + 1))
+    return tuple(int(n) for n in histogram)
+
+
+def speculative_payload(data: dict[str, Any]) -> Any:
+    """An event's speculative-decoding statistics in either form (module docstring), or None."""
+    found = (data.get("metrics") or {}).get("speculative_decoding")
+    for choice in data.get("choices") or ():
+        found = choice.get("speculative_decoding_stats") or found
+    return found
 
 
 def completion_body(model: str, prompt: list[int] | str, config: SpecConfig) -> dict[str, Any]:
@@ -96,6 +127,6 @@ class CompletionStream:
                     yield StreamChunk(arrival.time_s, ids, choice.get("text") or "", choice.get("finish_reason"))
             if data.get("usage"):
                 self.usage = data["usage"]
-            speculative = (data.get("metrics") or {}).get("speculative_decoding")
+            speculative = speculative_payload(data)
             if speculative is not None:
                 self.metrics = SpecMetrics.from_json(speculative)

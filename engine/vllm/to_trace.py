@@ -1,10 +1,14 @@
 """A vLLM stream as SpecViz's trace: one StepRecord per engine step (docs/architecture.md §10).
 
 Step 0 is the prefill's token (k = 0, a bonus: the target's own token with nothing drafted);
-step i takes per_step_accepted[i-1] + 1 tokens: the accepted drafts, then the target's own token
-(bonus when every draft was accepted, else recovered). The output is split by the arrays, never
-by chunk boundaries: vLLM merges steps into one chunk when the client lags. Before the final
-chunk brings the arrays (a live run), each chunk stands in for one step.
+each later step is one entry of the server's per-step arrays (engine/vllm/split.py places them):
+its accepted drafts, then the target's own token (bonus when every draft was accepted, else
+recovered). The run's last step may be cut by the budget or a stop: vLLM counts the drafts it
+accepted before it truncates, so the step keeps the server's count (its verdicts, τ and the
+acceptance rate are vLLM's), emits only the tokens that exist, and its cache keeps only those; the
+accepted drafts past the cut were never returned (origin "unknown"). Before the final chunk brings
+the arrays each chunk stands in for one step (`Trace.split == "provisional"`); a run whose arrays
+never came or did not split is kept as its tokens alone (`"unsplit"`: no verdicts).
 
 vLLM does not return drafted-but-rejected tokens: they stay unknown (id None, origin "unknown"),
 unless vLLM's n-gram rule rebuilds them consistently with what the server emitted (origin
@@ -13,7 +17,6 @@ unless vLLM's n-gram rule rebuilds them consistently with what the server emitte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from engine.config import NGRAM_DRAFTER, SpecConfig
@@ -21,74 +24,12 @@ from engine.formats.trace import TextTokens, Trace
 from engine.records import CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken
 from engine.vllm.ngram import MAX_LOOKUP, lookup_rule
 from engine.vllm.server_info import ServerInfo
+from engine.vllm.split import StepTokens, split_steps, unsplit_steps
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.transport import VllmError
 
 Decode = Callable[[Sequence[int]], Sequence[str]]     # token ids -> each token's text
 UNKNOWN = ""                                          # the text of a token the server did not return
-
-
-Proposer = Callable[[Sequence[int]], tuple[int, ...]]   # context -> the drafts a deterministic rule proposes
-
-
-@dataclass(frozen=True)
-class StepTokens:
-    """One engine step's slice of the output: its token ids, drafted and accepted counts, arrival time,
-    and the drafts a deterministic rule (vLLM's n-gram lookup) proposed for it, when one is known."""
-
-    token_ids: tuple[int, ...]
-    drafted: int
-    accepted: int
-    time_s: float
-    proposal: tuple[int, ...] = ()
-
-
-def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: int,
-                proposer: Proposer | None = None, prompt_ids: Sequence[int] = ()) -> list[StepTokens]:
-    """The output's tokens in engine steps: by the per-step arrays when given, else one step per chunk.
-
-    vLLM's arrays list only the steps that verified drafts: the prefill never does, and an n-gram
-    server drafts nothing where its lookup finds no match. With `proposer` (the n-gram rule) such
-    steps are found by rerunning the rule on the context (`prompt_ids` + the output so far): one token
-    each, outside the arrays. Without `proposer` every step after the prefill is in the arrays."""
-    tokens = [(token, chunk.time_s) for chunk in chunks for token in chunk.token_ids]
-    if metrics is None:
-        return _steps_from_chunks(chunks, k, proposer, prompt_ids)
-    arrays = list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
-    context, steps, start, used = list(prompt_ids), [], 0, 0
-    while start < len(tokens):
-        proposal = proposer(context) if proposer is not None and steps else ()
-        if not steps or (proposer is not None and not proposal):
-            drafted, accepted = 0, 0
-        elif used < len(arrays):
-            (drafted, accepted), used = arrays[used], used + 1
-        else:
-            break
-        part = tokens[start:start + accepted + 1]
-        steps.append(StepTokens(tuple(token for token, _ in part), drafted, accepted, part[-1][1], proposal))
-        context += [token for token, _ in part]
-        start += len(part)
-    if start < len(tokens) or used < len(arrays):
-        raise VllmError(f"The server's per-step counts ({len(arrays)} verify steps) do not split its {len(tokens)} "
-                        "tokens: the method or n-gram lookup SpecViz was told differs from the server's.")
-    return steps
-
-
-def _steps_from_chunks(chunks: Sequence[StreamChunk], k: int, proposer: Proposer | None,
-                       prompt_ids: Sequence[int]) -> list[StepTokens]:
-    """A live run's stand-in: the prefill's token, then each chunk as one step (of the rule's drafts, or
-    k; a chunk longer than that plus one holds merged steps and is cut into fully accepted ones)."""
-    steps: list[StepTokens] = []
-    context = list(prompt_ids)
-    for chunk in chunks:
-        ids = list(chunk.token_ids)
-        while ids:
-            proposal = proposer(context) if proposer is not None and steps else ()
-            drafted = 0 if not steps else (len(proposal) if proposer is not None else k)
-            part, ids = ids[:drafted + 1], ids[drafted + 1:]
-            steps.append(StepTokens(tuple(part), drafted, len(part) - 1, chunk.time_s, proposal))
-            context += part
-    return steps
 
 
 def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[int, int] | None = None) -> SpecConfig:
@@ -103,13 +44,19 @@ def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[in
 
 def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks: Sequence[StreamChunk],
                 metrics: SpecMetrics | None, started_s: float, decode: Decode, complete: bool,
-                finish_reason: str | None = None, proposals: dict[int, tuple[int, ...]] | None = None) -> Trace:
+                finish_reason: str | None = None, proposals: dict[int, tuple[int, ...]] | None = None,
+                unsplit: bool = False) -> Trace:
     """The trace of what arrived so far (`complete` once the final chunk's arrays are in).
 
     `config` is external_config's; with its drafter "ngram" the rejected drafts are rebuilt by vLLM's
     lookup rule (its ngram_min/ngram_max) where that agrees with every token the server emitted;
-    `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often)."""
-    config, steps_tokens = engine_steps(info, config, chunks, metrics, prompt.token_ids, proposals)
+    `proposals` keeps the rule's answers by context length across calls (a live run rebuilds often).
+    Without `metrics` the steps are provisional (one per chunk); `unsplit`: the tokens alone, no verdicts."""
+    if unsplit:
+        steps_tokens, split = unsplit_steps(chunks), "unsplit"
+    else:
+        config, steps_tokens = engine_steps(info, config, chunks, metrics, prompt.token_ids, proposals)
+        split = "provisional" if metrics is None else None
     context = list(prompt.token_ids)
     steps: list[StepRecord] = []
     kv_before, last_s = 0, started_s
@@ -125,7 +72,7 @@ def build_trace(info: ServerInfo, config: SpecConfig, prompt: TextTokens, chunks
     emitted = tuple(token for step in steps for token in step.emitted)
     text = "".join(chunk.text for chunk in chunks)
     return Trace(config=config, prompt=prompt, output=TextTokens(text, tuple(token.id for token in emitted)),
-                 steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete)
+                 steps=tuple(steps), wall_s=max(last_s - started_s, 0.0), complete=complete, split=split)
 
 
 def engine_steps(info: ServerInfo, config: SpecConfig, chunks: Sequence[StreamChunk], metrics: SpecMetrics | None,
@@ -153,24 +100,25 @@ def _ngram_steps(config: SpecConfig, info: ServerInfo, chunks: Sequence[StreamCh
         return config, [StepTokens((token,), 0, 0, time_s) for token, time_s in times]
     told = lookup_rule(config.ngram_min, config.ngram_max, config.k, info.max_model_len, proposals)
     try:
-        steps = split_steps(chunks, metrics, config.k, told, prompt_ids)
+        steps = split_steps(chunks, metrics, config.k, told, prompt_ids, preemptions=False)
     except VllmError as error:
         steps, failure = None, error
     if metrics is None or (steps is not None and _all_rebuilt(steps)):
         if steps is None:
             raise failure
         return config, steps
-    for low in range(1, MAX_LOOKUP + 1):
-        for high in range(low, MAX_LOOKUP + 1):
-            rule = lookup_rule(low, high, config.k, info.max_model_len)
-            try:
-                candidate = split_steps(chunks, metrics, config.k, rule, prompt_ids)
-            except VllmError:
-                continue
-            if any(step.drafted for step in candidate) and _all_rebuilt(candidate):
-                return config.replace(ngram_min=low, ngram_max=high), candidate
+    for preemptions in (False, True):       # a preempted step explains the counts only where no lookup does
+        for low in range(1, MAX_LOOKUP + 1):
+            for high in range(low, MAX_LOOKUP + 1):
+                rule = lookup_rule(low, high, config.k, info.max_model_len)
+                try:
+                    candidate = split_steps(chunks, metrics, config.k, rule, prompt_ids, preemptions)
+                except VllmError:
+                    continue
+                if any(step.drafted for step in candidate) and _all_rebuilt(candidate):
+                    return config.replace(ngram_min=low, ngram_max=high), candidate
     if steps is None:
-        raise failure
+        steps = split_steps(chunks, metrics, config.k, told, prompt_ids)     # raises VllmError when none fits
     return config, steps
 
 
@@ -189,13 +137,17 @@ def _reconstructed(tokens: StepTokens) -> tuple[int, ...]:
 
 def step_record(index: int, context: Sequence[int], tokens: StepTokens, kv_before: int, gap_ms: float,
                 decode: Decode, reconstructed: Sequence[int] = (), eos: bool = False) -> StepRecord:
-    """One engine step as a StepRecord; step 0 (k = 0) is the prefill over the prompt."""
+    """One engine step as a StepRecord; step 0 (k = 0) is the prefill over the prompt. A step the output
+    ended in (`tokens.cut`) keeps the server's accepted count, emits only its tokens, and its cache keeps
+    only those: the accepted drafts past the cut are unknown (or the rule's rebuilt ones), not emitted."""
     ids, k, accepted = tokens.token_ids, tokens.drafted, tokens.accepted
-    texts = list(decode(list(ids) + [token for token in reconstructed[accepted:]]))
-    known = dict(zip(list(ids) + list(reconstructed[accepted:]), texts))
+    kept = min(accepted, len(ids))          # accepted drafts that are in the output
+    extra = list(reconstructed[kept:])
+    texts = list(decode(list(ids) + extra))
+    known = dict(zip(list(ids) + extra, texts))
     draft = []
     for position in range(k):
-        if position < accepted and position < len(ids):
+        if position < kept:
             draft.append(DraftToken(ids[position], known[ids[position]], None))
         elif position < len(reconstructed):
             draft.append(DraftToken(reconstructed[position], known.get(reconstructed[position], UNKNOWN), None,
@@ -209,11 +161,10 @@ def step_record(index: int, context: Sequence[int], tokens: StepTokens, kv_befor
     emitted = tuple(EmittedToken(token, known[token], kind) for token, kind in zip(ids, kinds))
     if index == 0:          # the prefill: the prompt goes into the cache, its token is pending
         kv = CacheLengths(0, len(context), 0, len(context), 0)
-    else:                   # the pending token and k drafts in, the k - accepted rejected ones out
-        kv = CacheLengths(kv_before, kv_before + 1 + k, k - accepted, kv_before + 1 + accepted, 0)
+    else:                   # the pending token and k drafts in; the drafts not in the output out
+        kv = CacheLengths(kv_before, kv_before + 1 + k, k - kept, kv_before + 1 + kept, 0)
     return StepRecord(
         index=index, context_len=len(context), k=k, carryover=(), draft=tuple(draft), target=tuple(target),
         verdicts=tuple((["accepted"] * accepted + ["rejected"] + ["unverified"] * k)[:k]),
         accept_prob=(None,) * k, draws=(None,) * k, num_accepted=accepted, emitted=emitted,
         kv_target=kv, kv_draft=None, timing=StepTiming(0.0, 0.0, max(gap_ms, 0.0)), eos=eos)
-
