@@ -69,14 +69,21 @@ def date_of(name: str) -> str:
 def machine_of(results: dict) -> str:
     """The machine in words: the `machine` block when the run saved one, else its one-line description."""
     machine = results.get("machine")
-    if isinstance(machine, dict):
-        flags = ", ".join(machine.get("flags") or []) or "no flags recorded"
-        load = machine.get("load_average")
-        parts = [str(machine.get("model", "CPU model not recorded")), f"{machine.get('cores', '?')} cores", flags]
-        if load:
-            parts.append("load average " + " / ".join(f"{value:.2f}" for value in load))
-        return ", ".join(parts)
-    return str(machine or "machine not recorded")
+    if not isinstance(machine, dict):
+        return str(machine or "machine not recorded")
+    def first(*keys: str):
+        return next((machine[key] for key in keys if machine.get(key) not in (None, "", [], {})), None)
+    flags = first("flags", "cpu_flags") or []
+    if isinstance(flags, dict):                       # {"avx2": true, "avx512f": false, ...}
+        flags = [name for name, present in flags.items() if present]
+    cores = first("cores", "cpu_count", "logical_cores")
+    load = first("load_average", "loadavg", "load_average_1_5_15")
+    parts = [str(first("model", "cpu_model", "cpu") or "CPU model not recorded"),
+             f"{cores} cores" if cores is not None else "cores not recorded",
+             ("flags " + " ".join(str(flag) for flag in flags)) if flags else "no flags recorded"]
+    if isinstance(load, (list, tuple)) and load:
+        parts.append("load average " + " / ".join(f"{value:.2f}" for value in load))
+    return ", ".join(parts)
 
 
 def servers(results: dict) -> dict[str, dict]:

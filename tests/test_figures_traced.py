@@ -188,3 +188,14 @@ def test_a_planted_digit_is_caught_in_a_block_and_in_prose():
     assert module.render(inside, module.blocks()) == readme != inside
     prose = readme.replace("## Speed\n", "## Speed\n\nSpecViz runs 2.5x faster.\n", 1)
     assert unsourced("README.md", prose) == ["'2.5x' in: SpecViz runs 2.5x faster."]
+
+
+def test_a_run_that_names_its_machine_is_quoted_with_it():
+    """A saved run with a `machine` block (issue 37's bench.py) is described by its CPU model, core count,
+    flags and load average; an older run's one-line description is quoted as it is."""
+    module = doc_module()
+    block = {"model": "AMD EPYC 9B14", "cores": 2, "flags": {"avx2": True, "avx512f": False, "amx_tile": False},
+             "load_average": [0.5, 0.25, 0.125]}
+    assert module.machine_of({"machine": block}) == "AMD EPYC 9B14, 2 cores, flags avx2, load average 0.50 / 0.25 / 0.12"
+    assert module.machine_of({"machine": "AMD EPYC (x86_64, AVX2), 2 threads"}) == "AMD EPYC (x86_64, AVX2), 2 threads"
+    assert module.machine_of({}) == "machine not recorded"
