@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_gpu_figures import FIGURES, bench_table, gpu_section, quoted
+from test_gpu_figures import FIGURES, bench_table, gpu_section, quoted
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/benchmark.md", "docs/usage.md", "docs/architecture.md")
