@@ -23,7 +23,7 @@ import pytest
 from test_gpu_figures import FIGURES, bench_table, gpu_section, quoted
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/benchmark.md", "docs/usage.md", "docs/architecture.md")
+DOCS = ("README.md", *sorted(f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md")))   # a new page is checked too
 DATA = "benchmarks/data/"
 
 # (document, verbatim text, saved file that must contain it)
