@@ -66,24 +66,41 @@ def date_of(name: str) -> str:
     return found.group() if found else "date not recorded"
 
 
+def machine_record(results: dict) -> dict | None:
+    """The run's machine record (engine/cli/machine.py): bench.py's "cpu", gpu_check's "environment.cpu",
+    or a "machine" block; None for runs saved before they kept one."""
+    for record in (results.get("cpu"), (results.get("environment") or {}).get("cpu"), results.get("machine")):
+        if isinstance(record, dict):
+            return record
+    return None
+
+
 def machine_of(results: dict) -> str:
-    """The machine in words: the `machine` block when the run saved one, else its one-line description."""
-    machine = results.get("machine")
-    if not isinstance(machine, dict):
-        return str(machine or "machine not recorded")
+    """The machine in words: the machine record when the run saved one, else its one-line description."""
+    record = machine_record(results)
+    if record is None:
+        return str(results.get("machine") or "machine not recorded")
     def first(*keys: str):
-        return next((machine[key] for key in keys if machine.get(key) not in (None, "", [], {})), None)
+        return next((record[key] for key in keys if record.get(key) not in (None, "", [], {})), None)
     flags = first("flags", "cpu_flags") or []
     if isinstance(flags, dict):                       # {"avx2": true, "avx512f": false, ...}
         flags = [name for name, present in flags.items() if present]
-    cores = first("cores", "cpu_count", "logical_cores")
-    load = first("load_average", "loadavg", "load_average_1_5_15")
-    parts = [str(first("model", "cpu_model", "cpu") or "CPU model not recorded"),
+    cores = first("cores", "cpu_count")
+    load = first("load_average", "loadavg")
+    caps = first("caps") or {}
+    parts = [str(first("cpu_model", "model") or "CPU model not recorded"),
              f"{cores} cores" if cores is not None else "cores not recorded",
              ("flags " + " ".join(str(flag) for flag in flags)) if flags else "no flags recorded"]
+    parts += [f"{name}={value}" for name, value in caps.items()]
     if isinstance(load, (list, tuple)) and load:
         parts.append("load average " + " / ".join(f"{value:.2f}" for value in load))
     return ", ".join(parts)
+
+
+def cpu_class_of(run: "Run", results: dict) -> str:
+    """The CPU class the run recorded (engine/cli/machine.py's cpu_class), else the one RUNS names."""
+    record = machine_record(results) or {}
+    return str(record.get("cpu_class") or run.cpu_class)
 
 
 def servers(results: dict) -> dict[str, dict]:
@@ -193,7 +210,7 @@ def server_lines(results: dict) -> list[str]:
 def cpu_block(run: Run) -> str:
     results = load(run.file)
     engine = (results.get("vllm") or {}).get("engine", "no vLLM")
-    head = [f"**{run.cpu_class}**: `benchmarks/data/{run.file}`, {date_of(run.file)}, {machine_of(results)}; "
+    head = [f"**{cpu_class_of(run, results)}**: `benchmarks/data/{run.file}`, {date_of(run.file)}, {machine_of(results)}; "
             f"{engine}. Command: `{run.command}`{run.command_note}. Preset `{results['preset']}`, k = {results['k']}, "
             f"{results['max_new_tokens']} new tokens, {len(results['prompts'])} prompts, median of {results['repeats']}.", ""]
     return "\n".join(head + cpu_table(results) + [""] + binding_lines(results) + server_lines(results)) + "\n"
@@ -226,7 +243,7 @@ def readme_block() -> str:
     for run in RUNS:
         results = load(run.file)
         peer = fastest_peer(results, 0.0)
-        out += [f"**{run.cpu_class}**: {machine_of(results)}, {date_of(run.file)}, `{run.command}`{run.command_note}, "
+        out += [f"**{cpu_class_of(run, results)}**: {machine_of(results)}, {date_of(run.file)}, `{run.command}`{run.command_note}, "
                 f"saved as `benchmarks/data/{run.file}`; the fastest peer: {peer['name']}.", "",
                 "| greedy | kernels and dtypes | tok/s | speculation's gain over target-only on the same kernels "
                 "| vs the fastest peer | vs stock fp32 target-only (reference) |",
@@ -237,7 +254,7 @@ def readme_block() -> str:
     sampled = row(results, DEFAULT_ROW, 0.7)
     if sampled is not None:
         greedy_ref, sampled_ref = row(results, PREPACKED, 0.0), row(results, PREPACKED, 0.7)
-        out += [f"At T = 0.7 ({RUNS[0].cpu_class} run) the default is {times(sampled['speedup'])} over stock float32 "
+        out += [f"At T = 0.7 ({cpu_class_of(RUNS[0], results)} run) the default is {times(sampled['speedup'])} over stock float32 "
                 f"target-only, whose speed does not change with sampling "
                 f"({row(results, STOCK, 0.0)['tokens_per_s']:.1f} tok/s greedy, {row(results, STOCK, 0.7)['tokens_per_s']:.1f} at T = 0.7); "
                 f"over the prepacked reference it reads {times(ratio(results, DEFAULT_ROW, PREPACKED, 0.7))}, but that row "

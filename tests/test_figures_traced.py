@@ -191,11 +191,17 @@ def test_a_planted_digit_is_caught_in_a_block_and_in_prose():
 
 
 def test_a_run_that_names_its_machine_is_quoted_with_it():
-    """A saved run with a `machine` block (issue 37's bench.py) is described by its CPU model, core count,
-    flags and load average; an older run's one-line description is quoted as it is."""
+    """A saved run with a machine record (engine/cli/machine.py: bench.py's "cpu", gpu_check's
+    "environment.cpu") is described by its CPU model, cores, flags, caps and load average, and its recorded
+    class heads its rows; an older run's one-line description is quoted as it is."""
     module = doc_module()
-    block = {"model": "AMD EPYC 9B14", "cores": 2, "flags": {"avx2": True, "avx512f": False, "amx_tile": False},
-             "load_average": [0.5, 0.25, 0.125]}
-    assert module.machine_of({"machine": block}) == "AMD EPYC 9B14, 2 cores, flags avx2, load average 0.50 / 0.25 / 0.12"
+    record = {"cpu_model": "AMD EPYC 9B14", "arch": "x86_64", "cpu_class": "AVX2", "cores": 2,
+              "flags": {"avx2": True, "avx512f": False, "amx_tile": False}, "caps": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+              "load_average": [0.5, 0.25, 1.0]}
+    described = "AMD EPYC 9B14, 2 cores, flags avx2, ONEDNN_MAX_CPU_ISA=AVX2, load average 0.50 / 0.25 / 1.00"
+    assert module.machine_of({"cpu": record, "machine": "one line"}) == described
+    assert module.machine_of({"environment": {"cpu": record}}) == described
+    assert module.cpu_class_of(module.RUNS[0], {"cpu": record}) == "AVX2"
+    assert module.cpu_class_of(module.RUNS[0], {"machine": "one line"}) == module.RUNS[0].cpu_class
     assert module.machine_of({"machine": "AMD EPYC (x86_64, AVX2), 2 threads"}) == "AMD EPYC (x86_64, AVX2), 2 threads"
     assert module.machine_of({}) == "machine not recorded"
