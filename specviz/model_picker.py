@@ -30,9 +30,31 @@ def server_note(policy: Policy) -> str:
              if policy.hosted else "Start one with `bash scripts/vllm.sh`.")
     return ("Stream the run from a vLLM server started with speculative decoding and "
             "`--per-request-spec-decode-metrics detailed`: its models and its k are the server's own (the k slider "
-            "is not used), and the drafter choice says what it speculates with. vLLM does not return p, q, the draws "
+            "is not used: it, adaptive k and the tree controls are turned off), and the drafter choice says what it "
+            "speculates with. vLLM does not return p, q, the draws "
             "or its rejected drafts. Name the model you expect, and a server running another is refused. "
             f"{where}")
+
+
+# The Run tab's chain and tree controls (k, adaptive k, tree nodes, branch): their notes for SpecViz's engine, and
+# for a vLLM server, which drafts its own chain of its own k, so the page turns them off and says why (issue 41).
+TREE_NODES_INFO = "above 0: up to this many candidates, k deep, checked in one target forward"
+BRANCH_INFO = "children per node: the draft's top choices"
+SERVER_K_INFO = "off: a vLLM server drafts its own k (its --speculative-config), shown after the run"
+SERVER_ADAPTIVE_INFO = "off: a vLLM server's k is its own"
+SERVER_TREE_INFO = "off: a vLLM server drafts a chain, not a token tree"
+
+
+def source_controls(server: bool) -> tuple[Any, Any, Any, Any]:
+    """Updates for k, adaptive k, tree nodes and branch: turned off with the reason for a vLLM server (adaptive k
+    unticked and tree nodes at 0, the values a server's run accepts), turned on with their own notes otherwise."""
+    if server:
+        return (gr.update(interactive=False, info=SERVER_K_INFO),
+                gr.update(value=False, interactive=False, info=SERVER_ADAPTIVE_INFO),
+                gr.update(value=0, interactive=False, info=SERVER_TREE_INFO),
+                gr.update(interactive=False, info=SERVER_TREE_INFO))
+    return (gr.update(interactive=True, info=None), gr.update(interactive=True, info=None),
+            gr.update(interactive=True, info=TREE_NODES_INFO), gr.update(interactive=True, info=BRANCH_INFO))
 
 
 def preset_choices(presets: list[PresetInfo], with_server: bool = False) -> list[tuple[str, str]]:

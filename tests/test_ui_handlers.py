@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -29,15 +31,39 @@ from trace_factory import make_trace
 NAMES = Views.names()
 
 
+def starts(update: dict) -> bool:
+    """An update from before the run's first step: the page cleared ('Starting…', or 'Models ready' when the
+    page saw no loading), or its status alone ('Models ready' after the clear)."""
+    return update["status"].startswith(("Starting the run", "Models ready"))
+
+
 def run_all(handlers, **changes):
-    """Every update of a run after the status-only 'models ready' one, which a run too fast for its
-    page to see may skip (the queue's worker steps the run while the page watches)."""
+    """Every update of a run after those from before its first step, which a run too fast for its page to see
+    may skip (the queue's worker steps the run while the page watches)."""
     updates = [dict(zip(NAMES, out)) for out in handlers.run(None, False, None, *controls(**changes),
                                                              progress=progress)]
-    if updates[0]["timeline"] == gr.update():
-        assert "Models ready" in updates[0]["status"]
-        updates = updates[1:]
-    return updates
+    return list(itertools.dropwhile(starts, updates))
+
+
+def test_a_run_clears_the_old_trace_the_moment_it_starts():
+    """Issue 41: "Models ready: reading the prompt…" sat above the previous run's timeline. The first update of
+    a run that leaves the queue empties every view (the session keeps its trace until the run has steps), and
+    no later update before the first step draws the old trace again. The run's first step waits until the
+    test has seen that update."""
+    old = make_trace([4, 2, 0])
+    release = threading.Event()
+    handlers = Handlers(FakeRunner(accepted=(4, 2), hold_after=0, release=release), min_interval=0.0)
+    updates = []
+    for out in handlers.run(old, False, None, *controls(), progress=progress):
+        updates.append(dict(zip(NAMES, out)))
+        release.set()
+    first = updates[0]
+    assert starts(first) and first["trace"] is old                   # the session still holds the old trace
+    assert "No step to show yet" in first["detail"] and "sv-empty" in first["output"]
+    assert not first["timeline"].data and first["scrubber"]["interactive"] is False
+    before = list(itertools.takewhile(starts, updates))
+    assert all(u["timeline"] == gr.update() or not u["timeline"].data for u in before)
+    assert updates[-1]["trace"] is not old and updates[-1]["status"].startswith("Done")
 
 
 def test_run_parameters_are_the_controls_in_order():
@@ -253,9 +279,9 @@ def test_export_frames_the_selected_step_and_shares_one_plotly_js():
 
 def test_preset_change_shows_custom_boxes_and_sets_the_drafter():
     handlers = Handlers(FakeRunner())
-    draft, target, drafter, text, server = handlers.preset_changed(CUSTOM)
+    draft, target, drafter, text, server, *_ = handlers.preset_changed(CUSTOM)
     assert draft["visible"] and target["visible"] and not server["visible"] and "vocabulary" in text
-    draft, target, drafter, text, server = handlers.preset_changed("smollm2-ngram")
+    draft, target, drafter, text, server, *_ = handlers.preset_changed("smollm2-ngram")
     assert not draft["visible"] and drafter["value"] == "ngram" and "SmolLM2" in text
 
 

@@ -14,10 +14,11 @@ from engine.config import ConfigError
 from fakes import FakeRunner
 from specviz.controls import Controls
 from specviz.layout import build_demo
+from specviz.model_picker import BRANCH_INFO, TREE_NODES_INFO
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.policy import SERVERS_ENV, Policy, allowed_servers, server_url
-from specviz.serving.runner import VLLM_SERVER
+from specviz.serving.runner import CUSTOM, VLLM_SERVER
 from trace_factory import make_trace
 
 NAMES = Views.names()
@@ -109,14 +110,34 @@ def test_hosted_handlers_refuse_an_unlisted_server_and_keep_the_trace_on_screen(
 
 def test_the_picker_shows_the_url_box_only_for_the_server():
     handlers = Handlers(FakeRunner())
-    draft, target, drafter, text, server = handlers.preset_changed(VLLM_SERVER)
+    draft, target, drafter, text, server, *_ = handlers.preset_changed(VLLM_SERVER)
     assert server["visible"] and not draft["visible"]
     assert target["visible"] and target["label"] == "Expected model (optional)"      # the model it must serve
     assert "--per-request-spec-decode-metrics detailed" in text and "the k slider is not used" in text
-    draft, target, drafter, text, server = handlers.preset_changed("tiny-random")
+    draft, target, drafter, text, server, *_ = handlers.preset_changed("tiny-random")
     assert not server["visible"] and not target["visible"] and target["label"] == "Target model"
     listed = Handlers(FakeRunner(), policy=Policy.hosted_default(frozenset({SERVER})))
     assert f"connects only to: {SERVER}" in listed.preset_changed(VLLM_SERVER)[3]
+
+
+def test_a_vllm_server_turns_off_the_controls_it_ignores_and_says_why():
+    """Issue 41: with a vLLM server chosen, k, adaptive k, tree nodes and branch stayed active although "the k
+    slider is not used". They are turned off, each with its reason, adaptive k unticked and tree nodes at 0 (what
+    a server's run accepts: check_server_run refuses the others); any other choice turns them on again."""
+    handlers = Handlers(FakeRunner())
+    k, adaptive, nodes, branch = handlers.preset_changed(VLLM_SERVER)[5:]
+    assert [c["interactive"] for c in (k, adaptive, nodes, branch)] == [False] * 4
+    assert "vLLM server" in k["info"] and "own" in adaptive["info"] and "chain" in nodes["info"] == branch["info"]
+    assert adaptive["value"] is False and nodes["value"] == 0
+    request = controls(preset=VLLM_SERVER, server=SERVER, adaptive_k=adaptive["value"], tree_nodes=nodes["value"])
+    assert Controls(*request).to_request(Policy()).models.server          # the values it leaves are accepted
+    for preset in ("tiny-random", CUSTOM):
+        k, adaptive, nodes, branch = handlers.preset_changed(preset)[5:]
+        assert [c["interactive"] for c in (k, adaptive, nodes, branch)] == [True] * 4
+        assert nodes["info"] == TREE_NODES_INFO and branch["info"] == BRANCH_INFO and "value" not in nodes
+    demo = build_demo(FakeRunner())                       # the page's own notes are the ones turned on again
+    assert _component(demo, "sv-tree-nodes").info == TREE_NODES_INFO
+    assert _component(demo, "sv-tree-branch").info == BRANCH_INFO
 
 
 def _component(demo: gr.Blocks, elem_id: str):

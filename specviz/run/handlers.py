@@ -25,7 +25,7 @@ from specviz.figures.acceptance import position_figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
-from specviz.model_picker import picker_changed
+from specviz.model_picker import picker_changed, source_controls
 from specviz.serving.policy import Policy
 from specviz.run.export import export_files, fresh_export_dir
 from specviz.run.output_view import output_html
@@ -198,12 +198,13 @@ class Handlers(Stoppable):
         selected = None if index is None else int(round(index))
         return self._render(trace, status, selected, FigureStyle.for_screen(large, width)).outputs()
 
-    def preset_changed(self, preset: str) -> tuple[Any, Any, Any, str, Any]:
+    def preset_changed(self, preset: str) -> tuple[Any, ...]:
         """Show the custom model boxes for 'custom' (the URL box for a vLLM server); pick the preset's
-        drafter; describe it."""
+        drafter; describe it; turn k, adaptive k, tree nodes and branch off for a vLLM server, which ignores
+        them, with the reason (on again for any other choice)."""
         draft, target, description, server, drafter = picker_changed(self.runner, self.policy, preset,
                                                                      with_drafter=True, with_server=True)
-        return draft, target, drafter, description, server
+        return draft, target, drafter, description, server, *source_controls(preset == VLLM_SERVER)
 
     @staticmethod
     def exactness(target_dtype: str, temperature: float | None, preset: str = "") -> str:

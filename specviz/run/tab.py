@@ -16,7 +16,7 @@ from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
 from specviz.run.views import Views, render
-from specviz.model_picker import preset_choices, server_box
+from specviz.model_picker import BRANCH_INFO, TREE_NODES_INFO, preset_choices, server_box
 from specviz.serving.runner import CUSTOM, Runner
 from specviz.serving.run_queue import CAPACITY, SERVER_RUNS, VIEWERS, RunQueue
 
@@ -84,7 +84,9 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                       concurrency_limit=None, api_visibility="private")
     controls["preset"].change(handlers.preset_changed, inputs=[controls["preset"]],
                               outputs=[controls["draft"], controls["target"], controls["drafter"],
-                                       controls["preset_info"], controls["server"]], api_visibility="private")
+                                       controls["preset_info"], controls["server"], controls["k"],
+                                       controls["adaptive_k"], controls["tree_nodes"], controls["tree_branch"]],
+                              api_visibility="private")
     for source in (controls["target_dtype"], controls["temperature"], controls["preset"]):
         source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"], controls["preset"]],
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
@@ -126,11 +128,9 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
     with gr.Row(elem_id="sv-tree-row"):
         c["tree_nodes"] = gr.Slider(0, policy.max_tree_nodes, value=start.tree_nodes,
                                     step=1, elem_id="sv-tree-nodes",
-                                    label="tree nodes (0 = a chain)", min_width=220,
-                                    info="above 0: up to this many candidates, k deep, checked in one target forward")
+                                    label="tree nodes (0 = a chain)", min_width=220, info=TREE_NODES_INFO)
         c["tree_branch"] = gr.Slider(1, MAX_TREE_BRANCH, value=start.tree_branch, step=1, label="branch",
-                                     elem_id="sv-tree-branch", min_width=220,
-                                     info="children per node: the draft's top choices")
+                                     elem_id="sv-tree-branch", min_width=220, info=BRANCH_INFO)
     c["temperature"] = gr.Slider(0.0, policy.max_temperature, value=start.temperature,
                                  step=0.05, label="temperature (0 = greedy)", elem_id="sv-temperature")
     c["max_new_tokens"] = gr.Slider(1, policy.max_new_tokens, value=start.max_new_tokens,

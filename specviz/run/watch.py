@@ -1,11 +1,14 @@
 """One browser session watching a run of the queue (specviz/serving/): what its page shows, update by update.
 
-While the run waits, its place and estimated wait, refreshed every second; while the models load,
-their progress; then each new trace as the queue's worker publishes it, drawn once for every
+While the run waits, its place and estimated wait, refreshed every second (over the trace the page showed);
+the moment it leaves the queue, the page's old trace is cleared (issue 41: "Models ready" sat above the previous
+run's timeline), the session keeping it until the run has steps of its own; while the models load, their
+progress; then each new trace as the queue's worker publishes it, drawn once for every
 session with the same screen size (`SharedRun.cached`), and the finished run. A request served by
 another's identical run says so in one line under the status. Stop leaves the run: a run nobody
 watches any more stops after the step in progress (the page then shows exactly what was recorded),
-one that others still watch goes on for them, and this page keeps the steps it has.
+one that others still watch goes on for them, and this page keeps the steps it has; a run stopped or failed
+before its first step shows the old trace again.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ QUEUE_REFRESH_S = 1.0       # the estimated wait is redrawn this often
 VIEWER_SHARE_S = 0.1        # each viewer's cost of one update (serialised and sent), spread between redraws
 MAX_INTERVAL_S = 3.0        # a crowded run still redraws at least this often
 STOP_WAIT_S = 600.0         # a run stopped by its last viewer ends after its step: at most this long
+LOADING = "Starting the run: loading the models…"
+READY = "Models ready: reading the prompt (the first step includes the prefill)…"
 
 
 def status_only(trace: Trace | None, status: str) -> Outputs:
@@ -77,6 +82,7 @@ class Watch:
         self._loading: tuple[float, str] | None = None
         self._said_ready = False
         self._held = False                      # the acceptance charts' stand-ins are on this page
+        self._cleared = False                   # the old trace is off the page (the run has left the queue)
 
     def updates(self) -> Iterator[Outputs]:
         """Every update to the end of the run (or Stop); raises gr.Error for a run that failed."""
@@ -114,12 +120,27 @@ class Watch:
         self._line, self._line_at, self._place = text, time.monotonic(), place.place
         return status_only(self.kept, with_notice(text, self.notice))
 
-    def _starting(self, snapshot: Snapshot) -> None:
-        """The models load: their progress goes to the page's progress bar."""
+    def _starting(self, snapshot: Snapshot) -> Outputs | None:
+        """The models load: the old trace leaves the page, and their progress goes to the page's progress bar."""
         self._drawn = snapshot.version
         if snapshot.progress is not None and snapshot.progress != self._loading:
             self._loading = snapshot.progress
             self.progress(self._loading[0], desc=self._loading[1])
+        return None if self._cleared else self._clear(LOADING)
+
+    def _clear(self, status: str) -> Outputs:
+        """Every view empty but the status, the session keeping its trace (a run stopped before its first step
+        shows it again); the scrubber off, so no step of the old trace can be picked."""
+        self._cleared = True
+        views = dataclasses.replace(render(None, "", style=self.style), trace=self.kept)
+        return dataclasses.replace(views, status=with_notice(status, self.notice)).outputs()
+
+    def _restored(self, status: str) -> Outputs:
+        """The session's trace drawn again under `status` (after a run that recorded nothing), or only the status
+        when the page never cleared it."""
+        if not self._cleared:
+            return status_only(self.kept, status)
+        return render(self.kept, status, style=self.style).outputs()
 
     def _running(self, snapshot: Snapshot) -> Outputs | None:
         """'Models ready' until the first step, then each new trace when a redraw is due."""
@@ -128,8 +149,9 @@ class Watch:
             if self._said_ready:
                 return None
             self._said_ready = True
-            return status_only(self.kept, with_notice(
-                "Models ready: reading the prompt (the first step includes the prefill)…", self.notice))
+            if not self._cleared:
+                return self._clear(READY)
+            return status_only(self.kept, with_notice(READY, self.notice))
         if snapshot.version == self._drawn or time.monotonic() < self._due:
             return None
         started = time.monotonic()
@@ -147,6 +169,9 @@ class Watch:
             if snapshot.trace is not None:
                 yield self._final(snapshot, finished_status(snapshot.trace) if snapshot.trace.complete
                                   else f"Stopped by an error after {len(snapshot.trace.steps)} steps.")
+            elif self._cleared:
+                yield self._restored("The run failed before its first step: the page shows the trace it showed "
+                                     "before.")
             raise gr.Error(snapshot.error or "The run failed.")
         yield from self._stopped()                  # STOPPED without this page's Stop: what was recorded
 
@@ -190,8 +215,8 @@ class Watch:
         if others == 0 and not snapshot.ended:
             snapshot = self.run.wait_until_ended(STOP_WAIT_S)
         if snapshot.trace is None:
-            yield status_only(self.kept, STOPPED_IN_QUEUE if self.run.running_since is None else
-                              "Stopped before the first step: nothing was recorded.")
+            yield self._restored(STOPPED_IN_QUEUE if self.run.running_since is None else
+                                 "Stopped before the first step: nothing was recorded.")
             return
         status = f"Stopped: the {len(snapshot.trace.steps)} steps recorded so far are kept."
         if others:
