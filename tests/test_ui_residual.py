@@ -129,3 +129,31 @@ def test_the_drawn_mark_stays_in_its_row_s_numbers():
     html = unescape(residual_html(rejection_step()[0], 0))
     value = re.search(r"<div class='sv-sum-row sv-picked'.*?<span class='sv-bar-value'>(.*?)</span></div>", html)
     assert value and value.group(1).endswith("<b class='sv-picked-mark'>◀ drawn here</b>")
+
+
+WHY_NOT = re.compile(r"class='sv-tok sv-(rejected|recovered)'>([^<]*)</span> would come out with chance ([0-9.]+) \+ "
+                     r"([0-9.]+) × ([0-9.]+) ([=≈]) ([0-9.]+), not its p = ([0-9.]+) \((too often|too rarely)\)")
+
+
+def test_why_not_p_is_shown_with_the_step_s_own_numbers():
+    """Issue 41: the page proved the sum but never showed what goes wrong without the residual. Under the bars, a
+    line works out, for the rejected draft and the recovered token, the chance each would come out with if the
+    recovered token were drawn from p: min(p, q) + (1 − Σ min) · p, against p (the oracle: the step's P and Q; a
+    planted draw from p that equals the target's law would show no difference and is caught)."""
+    step, overlap, _ = rejection_step()
+    found = WHY_NOT.findall(unescape(residual_html(step, 0)))
+    assert [(kind, text) for kind, text, *_ in found] == [("rejected", TEXTS[DRAFT]), ("recovered", TEXTS[RECOVERED])]
+    for kind, text, least, rest, p, sign, wrong, p_again, how in found:
+        i = TEXTS.index(text)
+        expected = min(P[i], Q[i]) + (1 - overlap) * P[i]
+        assert float(wrong) == pytest.approx(expected, abs=1e-3) and float(p) == float(p_again) == P[i]
+        assert float(least) == pytest.approx(min(P[i], Q[i]), abs=1e-3) and rest == f"{1 - overlap:.3f}"
+        assert how == ("too often" if expected > P[i] else "too rarely")
+        assert (sign == "=") == (f"{float(least) + float(rest) * float(p):.3f}" == wrong)
+
+
+def test_a_planted_counter_example_without_the_rejected_mass_is_caught(monkeypatch):
+    """The plant: the counter-example forgets that the draft's chance comes first (p alone, not min(p, q) + ...)."""
+    monkeypatch.setattr(residual_view._Share, "accepted", lambda share: 0.0)
+    with pytest.raises(AssertionError):
+        test_why_not_p_is_shown_with_the_step_s_own_numbers()

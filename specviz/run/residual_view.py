@@ -7,7 +7,9 @@ The chart shows, per token x of the step's top lists, the two ways x comes out a
 as the accepted draft, with chance min(p(x), q(x)), and as the recovered token, with chance
 (1 − Σ min) · residual(x), stacked; the two add up to p(x), which is why sampling is lossless.
 Every number comes from the step's record (p, q and residual top lists, overlap); a token whose
-q or residual the lists lack is left out rather than guessed.
+q or residual the lists lack is left out rather than guessed. Under the bars, the counter-example with the
+step's own numbers: drawn from p instead, the rejected draft and the recovered token would come out with
+chance min(p, q) + (1 − Σ min) · p, not p.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def _sum_chart(step: StepRecord, position: int, overlap: float | None) -> str:
             "<div class='sv-sum-legend'><span class='sv-sum-part sv-sum-accepted'></span> min(p, q): as the accepted "
             "draft <span class='sv-sum-part sv-sum-recovered'></span> (1 − Σ min) · residual: as the recovered token "
             "<span class='sv-sum-p-mark'></span> p, the target's probability</div>"
-            f"{rows}<div class='sv-muted sv-sum-note'>Tokens whose q or residual the record's top lists lack are left "
+            f"{rows}{_why_not_p(shares, overlap, step.draft[position].id, recovered_id)}"
+            "<div class='sv-muted sv-sum-note'>Tokens whose q or residual the record's top lists lack are left "
             "out. Each number is rounded (3 decimals, or 3 significant digits below 0.1); where the shown digits do not "
             "give a sum exactly, it is written with ≈: the sums are worked from the record's unrounded numbers, and "
             "match p.</div></div>")
@@ -134,6 +137,27 @@ def _sum_row(share: _Share, overlap: float, drawn: bool, draft_id: int) -> str:
             # the mark inside the numbers' box, glued to the last number: as a flex item of its own it wrapped onto
             # a line between rows at 390 px and at 1280 px with large text
             f"<span class='sv-bar-value'>{escape(numbers)}{mark}</span></div>")
+
+
+def _why_not_p(shares: list[_Share], overlap: float, draft_id: int, recovered_id: int) -> str:
+    """The counter-example, with this step's numbers: had the recovered token been drawn from p instead of the
+    residual, a token x would come out with chance min(p(x), q(x)) + (1 − Σ min) · p(x), not p(x): the rejected
+    draft (p < q) too often, and the recovered token as its numbers say. '' when the record lacks both."""
+    rest = _rest_text(overlap)
+    said = []
+    for share in sorted((s for s in shares if s.id in (draft_id, recovered_id)), key=lambda s: s.id != draft_id):
+        wrong = share.accepted() + (1 - overlap) * share.p
+        min_text, p_text, wrong_text = probability_text(share.accepted()), probability_text(share.p), probability_text(wrong)
+        if wrong_text == p_text:
+            continue                                           # no difference these digits can show
+        sign = equals_sign(float(min_text) + float(rest) * float(p_text), wrong_text)
+        how = "too often" if wrong > share.p else "too rarely"
+        said.append(f"{chip(share.text, _kind(share.id, share.id == recovered_id, draft_id))} would come out with "
+                    f"chance {min_text} + {rest} × {p_text} {sign} {wrong_text}, not its p = {p_text} ({how})")
+    if not said:
+        return ""
+    return ("<div class='sv-sum-why-not'><b>Why not draw the recovered token from p?</b> Then "
+            f"{'; and '.join(said)}: the output would no longer follow the target's law.</div>")
 
 
 def _rest_text(overlap: float) -> str:
