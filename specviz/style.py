@@ -91,6 +91,16 @@ VIEWS_SHARE = 0.64         # a desktop chart's width / the page's: the views col
 PHONE_GUTTER = 64          # a phone chart's width = the viewport's minus the page's padding (326 of 390 px)
 TITLE_INDENT = 60          # a title starts at the plot area, the left margin in (specviz/figures/common.py)
 CHAR_EM = 0.55             # a generous average width of one character, in font sizes (bold: CHAR_EM + 0.03)
+MONO_EM = 0.6              # one monospace glyph's width, in font sizes (DejaVu Sans Mono and its kin)
+# Issue #41: a token cell is made wide enough for its text, never the text squeezed to the screen. A timeline
+# cell holds TOKEN_CHARS characters ('·Return' whole, not '·Retu…') on every screen, so a narrow one shows
+# fewer steps at once and scrolls sideways (drag) to the others; a phone's draft tree is drawn at least
+# TREE_MIN_PX wide in a box that scrolls sideways (SIZES_CSS), its captions wrapped to the screen.
+TOKEN_CHARS = 7
+BAR_SHARE = 0.92           # a timeline cell's width / its step column's (specviz/figures/timeline.py)
+CELL_PAD_PX = 3            # kept clear on either side of a cell's text
+RIGHT_MARGIN = 16          # figures/common.py's right margin
+TREE_MIN_PX = 600          # a phone's draft tree figure, at least this wide (it scrolls sideways in its box)
 
 
 @dataclass(frozen=True)
@@ -100,8 +110,8 @@ class FigureStyle:
     font_size: int = 13
     title_size: int = 16
     cell_font_size: int = 12
-    timeline_steps: int = 16          # token cells need room for `cell_chars` characters
-    cell_chars: int = 6
+    timeline_steps: int = 14          # token cells need room for `cell_chars` characters
+    cell_chars: int = TOKEN_CHARS
     cache_steps: int = 12             # few enough that a cut of one position is visible
     narrow: bool = False              # a phone: side-by-side panels stack
     line_px: int | None = None        # the width a title or legend line has; None: unknown, lines are not wrapped
@@ -112,10 +122,19 @@ class FigureStyle:
             return None
         return max(12, int(self.line_px / (size * (CHAR_EM + (0.03 if bold else 0.0)))))
 
+    def step_column_px(self) -> float:
+        """The narrowest step column of the timeline whose cell holds `cell_chars` monospace characters."""
+        return (self.cell_chars * MONO_EM * self.cell_font_size + 2 * CELL_PAD_PX) / BAR_SHARE
+
+    def timeline_left_px(self) -> float:
+        """The timeline's left margin: its widest row label, 'target +1', at the figure's font size."""
+        return max(TITLE_INDENT, len("target +1") * CHAR_EM * self.font_size + 10)
+
     @classmethod
     def for_screen(cls, large: bool = False, width: float | None = None) -> "FigureStyle":
         """Larger fonts for a projector; fewer steps at once on a narrow (phone) screen of `width` pixels;
-        with a `width`, titles, subtitles and legend entries wrap to the chart's width (figures/common.py)."""
+        with a `width`, titles, subtitles and legend entries wrap to the chart's width (figures/common.py), and
+        the timeline shows only as many steps as have room for their cells' text (the others a drag away)."""
         style = cls(font_size=18, title_size=22, cell_font_size=16, timeline_steps=12, cache_steps=10) if large else cls()
         if not isinstance(width, (int, float)) or not 0 < width < 100_000:   # API callers may send anything
             return style
@@ -123,9 +142,10 @@ class FigureStyle:
         style = dataclasses.replace(style, line_px=max(120, int(chart_px - TITLE_INDENT)))
         if width < NARROW_WIDTH:
             steps = max(4, int(width // (70 if large else 52)))
-            style = dataclasses.replace(style, timeline_steps=steps, cache_steps=steps, cell_chars=4, narrow=True,
-                                        cell_font_size=style.cell_font_size - 1)
-        return style
+            style = dataclasses.replace(style, cache_steps=steps, narrow=True, cell_font_size=style.cell_font_size - 1)
+        plot_px = chart_px - style.timeline_left_px() - RIGHT_MARGIN
+        fitting = max(3, int(plot_px // style.step_column_px()))
+        return dataclasses.replace(style, timeline_steps=min(style.timeline_steps, fitting))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -176,5 +196,18 @@ body.sv-large .sv-tour-sheet {{ font-size: 21px; max-height: 46vh; }}
   .sv-tour .sv-tour-chapter h3 {{ position: static; width: auto; height: auto; clip-path: none;
     margin: 6px 0 2px; font-size: 1.1em !important; }}
   body.sv-large .sv-tour-sheet {{ font-size: 18px; }}
+}}
+"""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sizes (issue #41): a phone's draft tree keeps cells wide enough for their tokens (TREE_MIN_PX, the same number
+# specviz/figures/tree_geometry.py draws it for) and scrolls sideways in its box; passed to the page with the
+# rest of the css (specviz/theme.py).
+# ---------------------------------------------------------------------------------------------------------------
+SIZES_CSS = f"""
+@media (max-width: {NARROW_WIDTH}px) {{
+  #sv-tree, #sv-lab-tree {{ overflow-x: auto !important; overflow-y: hidden; }}
+  #sv-tree .js-plotly-plot, #sv-lab-tree .js-plotly-plot {{ min-width: {TREE_MIN_PX}px; }}
 }}
 """

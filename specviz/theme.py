@@ -1,10 +1,12 @@
-"""The Gradio theme and css, passed to `launch()` (Gradio 6 no longer takes them in Blocks)."""
+"""The Gradio theme and css, passed to `launch()` (Gradio 6 no longer takes them in Blocks): assets/specviz.css and
+the rules whose numbers the figures share (specviz/style.py SIZES_CSS)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from specviz.assets import ASSETS_DIR, read_css
+from specviz.style import SIZES_CSS
 
 # System fonts only: a classroom machine may be offline, so nothing is fetched from a font service.
 FONTS = ["Inter", "Segoe UI", "Roboto", "Helvetica Neue", "Arial", "sans-serif"]
@@ -16,4 +18,4 @@ def theme() -> gr.themes.Base:
 
 
 def css() -> str:
-    return read_css(ASSETS_DIR)
+    return read_css(ASSETS_DIR) + SIZES_CSS

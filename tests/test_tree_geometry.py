@@ -13,8 +13,9 @@ import pytest
 
 from specviz.figures.tree import CATEGORIES, CELL_HEIGHT, CELL_WIDTH, step_tree_figure
 from specviz.figures.tree_gather import CELL
-from specviz.figures.tree_geometry import LINE_EM, MONO_EM, RIGHT_MARGIN
-from specviz.style import CHAR_EM, TITLE_INDENT, FigureStyle
+from specviz.figures.tree_geometry import LINE_EM, MONO_EM, plot_px
+from specviz.style import CHAR_EM, TOKEN_CHARS, FigureStyle
+from specviz.tokens import visible
 from tree_factory import SHAPES, make_tree_step
 
 # The Lab's stage T step the tour's chapter 8 shows: 16 nodes, 5 deep, a bonus token after node 10.
@@ -26,7 +27,7 @@ def boxes(fig, style: FigureStyle):
     """(cell boxes, cell text boxes, tick boxes) in pixels, each (left, right, top, bottom, what)."""
     layout = fig.layout
     left, top = layout.margin.l, layout.margin.t
-    width = style.line_px + TITLE_INDENT - left - RIGHT_MARGIN
+    width = plot_px(style)          # a phone's tree is wider than the screen (its box scrolls)
     height = layout.height - top - layout.margin.b
     x0, x1 = layout.xaxis.range
     y_low, y_high = layout.yaxis.domain
@@ -79,7 +80,7 @@ def problems(fig, style: FigureStyle) -> list[str]:
     found = [f"cell text {t[4]!r} runs out of its cell" for c, t in zip(cells, texts)        # tags come last
              if t[0] < c[0] or t[1] > c[1] or t[2] < c[2] or t[3] > c[3]]
     found += [f"cell texts {a[4]!r} and {b[4]!r} meet" for i, a in enumerate(texts) for b in texts[i + 1:] if meet(a, b)]
-    width = style.line_px + TITLE_INDENT - fig.layout.margin.l - RIGHT_MARGIN      # the gather's cells, one per slot
+    width = plot_px(style)                                                    # the gather's cells, one per slot
     slot = CELL * width / len(fig.layout.xaxis2.tickvals)
     found += [f"gather cell text {text!r} runs out of its {slot:.0f} px cell" for trace in fig.data
               if str(trace.meta).startswith("gather.") for text in trace.text
@@ -97,26 +98,31 @@ def test_no_two_tree_labels_meet(size, shape):
     assert problems(step_tree_figure(step, style), style) == []
 
 
-def test_a_phone_cell_names_its_node_and_a_cut_token_ends_in_an_ellipsis():
+def test_a_phone_cell_names_its_node_and_holds_a_seven_character_token():
+    """Issue #41: a phone's tree is drawn wider than the screen (it scrolls), so its cells hold '·string' whole
+    with the node id on the line above, and its depth labels are words again; a longer token ends in an ellipsis."""
     style = FigureStyle.for_screen(width=390)
     step = make_tree_step(1, 50, *DEEP)
     fig = step_tree_figure(step, style)
     texts = [text for trace in fig.data if trace.meta in ("accepted", "rejected", "unreached")
              for text in trace.text if text]
     assert sorted(int(text.split("<br>")[0]) for text in texts) == list(range(len(step.tree.nodes)))
-    assert list(fig.layout.xaxis.ticktext) == [str(d) for d in range(len(fig.layout.xaxis.ticktext))]
-    assert fig.layout.xaxis.title.text == "depth (0: the committed text)"
-    cut = [text for text in texts if len(text.split("<br>")[1]) >= 4]
-    assert all(text.endswith("\u2026") for text in cut if len(html.unescape(text.split("<br>")[1])) > 4)
+    assert list(fig.layout.xaxis.ticktext) == ["context", *(f"depth {d}" for d in range(1, len(fig.layout.xaxis.ticktext)))]
+    tokens = {html.unescape(text.split("<br>")[1]) for text in texts}
+    shown = {visible(node.token.text) for node in step.tree.nodes}
+    assert all(token in shown or token.endswith("\u2026") and len(token) == TOKEN_CHARS for token in tokens), tokens
+    assert all(token in tokens for token in shown if len(token) <= TOKEN_CHARS)
 
 
 def test_a_planted_overlap_is_caught(monkeypatch):
-    """Labels cut three characters longer than the cells hold, the long depth labels kept on a phone, and the
-    tokens centred under the id tags again on a projector, and the gather's labels left uncut on a
-    phone: caught."""
+    """On a phone's tree squeezed into the screen again (no TREE_MIN_PX): labels cut three characters longer than
+    the cells hold, and the long depth labels kept; a projector's tokens beside their id tags, centred under them; the
+    gather's labels left uncut on a projector: caught."""
     style = FigureStyle.for_screen(width=390)
     step = make_tree_step(1, 50, *DEEP)
     import specviz.figures.tree as tree
+    import specviz.figures.tree_geometry as geometry
+    monkeypatch.setattr(geometry, "TREE_MIN_PX", 0)              # the phone's tree squeezed into its screen again
     real = tree.tree_geometry
     monkeypatch.setattr(tree, "tree_geometry", lambda *a: real(*a).__class__(
         **{**real(*a).__dict__, "cell_chars": real(*a).cell_chars + 3}))
@@ -124,6 +130,8 @@ def test_a_planted_overlap_is_caught(monkeypatch):
     monkeypatch.setattr(tree, "tree_geometry", real)
     monkeypatch.setattr(tree, "_depth_ticks", lambda depth, grid, style: ["context", *(f"depth {d}" for d in range(1, depth + 1))])
     assert any("depth ticks" in p for p in problems(step_tree_figure(step, style), style))
+    monkeypatch.undo()
+    monkeypatch.setattr(geometry, "TOKEN_CHARS", 0)              # a projector's id tags beside the tokens again
     projector = FigureStyle.for_screen(large=True, width=1280)
     centred = step_tree_figure(step, projector)
     for trace in centred.data:
@@ -131,5 +139,5 @@ def test_a_planted_overlap_is_caught(monkeypatch):
             trace.insidetextanchor = "middle"
     assert any("id tag" in p for p in problems(centred, projector))
     import specviz.figures.tree_gather as gather
-    monkeypatch.setattr(gather, "fitted", lambda label, width, size: label)      # the block's '0–49' uncut
-    assert any("gather cell text" in p for p in problems(step_tree_figure(step, style), style))
+    monkeypatch.setattr(gather, "whole_or_none", lambda label, width, size: label)      # the block's '0–49' uncut
+    assert any("gather cell text" in p for p in problems(step_tree_figure(step, projector), projector))

@@ -78,7 +78,7 @@ def test_timeline_escapes_token_text_in_hover():
     assert any("&lt;script&gt;" in h for h in hovers)
     assert not any("<script>" in h for h in hovers)
     texts = [t for trace in fig.data for t in trace.text]
-    assert "&lt;scri…" in texts and not any("<" in t for t in texts)
+    assert "&lt;scrip…" in texts and not any("<" in t for t in texts)      # cut to style.TOKEN_CHARS (7)
 
 
 def test_long_timeline_shows_a_window_around_the_selected_step():

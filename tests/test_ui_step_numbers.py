@@ -49,13 +49,31 @@ def test_every_ratio_comes_from_its_row_s_shown_p_and_q_or_says_so():
     said = []
     for row in rows:
         q, p = float(row["q (draft prob)"]), float(row["p (target prob)"])
-        shown, _, note = row["min(1, p/q)"].partition("<br>")
+        shown, note = ratio_parts(row["min(1, p/q)"])
         if f"{min(1.0, p / q):.3f}" != shown:
             said.append(shown)
             assert "from the unrounded p and q" in note and f"give {min(1.0, p / q):.3f}" in note
         else:
             assert not note
-    assert said == [rows[2]["min(1, p/q)"].partition("<br>")[0]]          # only the rounding edge needs the words
+    assert said == [ratio_parts(rows[2]["min(1, p/q)"])[0]]          # only the rounding edge needs the words
+
+
+def ratio_parts(cell: str) -> tuple[str, str]:
+    """A min(1, p/q) cell's shown value and its note ('' when none), as plain text."""
+    value = re.search(r"<span class='sv-num'>(.*?)</span>", cell, re.S)
+    note = re.search(r"<small class='sv-ratio-note'>(.*?)</small>", cell, re.S)
+    assert value, cell
+    return value.group(1), unescape(note.group(1)) if note else ""
+
+
+def test_an_unverified_draft_s_ratio_carries_no_note():
+    """Issue #41: the rounding note sat beside unverified drafts too, whose ratio no test used."""
+    step = sampled_step()
+    step = dataclasses.replace(step, verdicts=("accepted", "rejected", "unverified", "unverified"))
+    page = step_detail_html(trace_from_steps([step], sampling=True), 1)
+    unverified = re.findall(r"<tr class='sv-unverified'>(.*?)</tr>", page, re.S)
+    assert len(unverified) == 2 and all("sv-ratio-note" not in row for row in unverified)
+    assert "sv-ratio-note" in step_detail_html(trace_from_steps([sampled_step()], sampling=True), 1)
 
 
 def test_a_tree_node_s_acceptance_is_its_shown_p_where_no_sibling_was_refused_before_it():

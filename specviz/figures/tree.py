@@ -24,8 +24,8 @@ import plotly.graph_objects as go
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
-from specviz.figures.tree_gather import gather_panel
-from specviz.figures.tree_geometry import TreeGeometry, fitted, id_tag_size, tree_geometry
+from specviz.figures.tree_gather import AFTER_FORWARD, AFTER_GATHER, gather_panel
+from specviz.figures.tree_geometry import TreeGeometry, fitted, gather_row_px, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.quantities import probability_text
@@ -90,7 +90,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     whole = CELL_WIDTH * grid.column_px           # the context's and the extra token's cells carry no id tag
     _add(cells[ROOT], 0, 0, fitted(ROOT, whole, style.cell_font_size), _root_hover(step))
     ranks = sibling_ranks(tree)
-    for node in tree.nodes:       # a phone's cells are too small for an id tag: the id is the cell's first line
+    for node in tree.nodes:       # a cell too small for an id tag beside its token: the id is the cell's first line
         token = short(node.token.text, grid.cell_chars)
         text = f"{node.id}\n{token}" if grid.stacked else token
         _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
@@ -107,20 +107,22 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     lines = caption.split("<br>")
     row_px = grid.row_px
     top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
-    bottom = 60 + LEGEND_ROOM + (LEGEND_ROOM if style.narrow else 0)   # axis title and legend (more rows on a phone)
+    bottom = 60 + LEGEND_ROOM + (2 * LEGEND_ROOM if style.narrow else 0)   # axis title and legend (a row a key on a phone)
     tree_px = max(count, 2) * row_px + 20
     panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
     # the depth ticks and the axis title (a line each), then the gather's title: no more, so a projector's
     # figure is as short as its text allows (issue #33; at 1280 x 720 the gather still sits under the tour's sheet)
     gap_px = 36 + int((2 + title_lines) * style.font_size * 1.5)
-    gather_px = 2 * row_px + 40 + 2 * style.font_size                                # two rows, their row numbers
+    # two rows of cells a row apart, so the arrows between them stand apart (issue #41: bunched), their row numbers
+    gather_px = (AFTER_FORWARD - AFTER_GATHER + 1) * gather_row_px(style) + 40 + 2 * style.font_size
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
     return make_figure(
         traces, f"{TITLE}, step {step.index}", caption, style,
         height=top + bottom + plot_px, barmode="overlay", dragmode="pan",
         hoverlabel={"align": "left"}, margin={"t": top, "b": bottom, "l": grid.left_px},
+        **({"legend": {"orientation": "v"}} if style.narrow else {}),   # a phone's figure scrolls: keys in one column
         xaxis={"tickvals": list(range(depth + 1)), "ticktext": _depth_ticks(depth, grid, style), "tickangle": 0,
                "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
                "title": {"text": ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
@@ -132,11 +134,11 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         xaxis2={"showgrid": False, "zeroline": False, "fixedrange": True, "anchor": "y2",
                 "tickfont": {"size": max(9, style.font_size - 3)}, "title": {"text": "target KV cache row"},
                 **gather_ticks},
-        yaxis2={"tickvals": [1, 0], "ticktext": (["forward", "gather"] if style.narrow
+        yaxis2={"tickvals": [AFTER_FORWARD, AFTER_GATHER], "ticktext": (["forward", "gather"] if style.narrow
                                                  else ["after the<br>verify forward", "after the<br>gather"]),
-                "range": [-0.6, 1.6], "showgrid": False, "zeroline": False, "fixedrange": True,
+                "range": [AFTER_GATHER - 0.6, AFTER_FORWARD + 0.6], "showgrid": False, "zeroline": False, "fixedrange": True,
                 "domain": [0.0, gather_share], "anchor": "x2"},
-        annotations=([] if style.narrow else _node_ids(step, rows, style)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
+        annotations=([] if grid.stacked else _node_ids(step, rows, style)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
 

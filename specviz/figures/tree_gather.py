@@ -6,8 +6,9 @@ rows (the tokens committed but not yet cached; the whole prompt in step 0), then
 node i at row first + i, each drawn like its cell in the tree (accepted, rejected, unreached). Bottom:
 the same cache after the gather: the accepted path's rows copied, in path order, to the rows right after
 the pending ones, the rest cropped. An arrow runs from each kept row's place before to its place after,
-labelled with its row numbers (tree_text.gather_moves). Every cell shows its node id, as the tree does,
-cut with an ellipsis (or left to the hover) where a phone's cell is too narrow for it (tree_geometry.fitted).
+labelled with its row numbers (tree_text.gather_moves). Every cell shows its node id, as the tree does, whole
+or not at all where a cell is too narrow for it (the tick under it and its hover still say which row it is:
+issue #41, '0–…'). The two rows stand a row apart so that the arrows between them fan out.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.records import StepRecord
-from specviz.figures.tree_geometry import fitted, plot_px
+from specviz.figures.tree_geometry import plot_px, whole_or_none
 from specviz.figures.tree_text import gather_moves, pending_rows
 from specviz.style import COLORS, FigureStyle, pattern
 
-AFTER_FORWARD, AFTER_GATHER = 1, 0              # the two rows' y
+AFTER_FORWARD, AFTER_GATHER = 2, 0              # the two rows' y: a row apart, so the arrows fan out
 CELL = 0.84                                     # a slot's width taken by its cell
 KIND_FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreached": COLORS["unreached"],
               "cached": "#FFFFFF", "pending": COLORS["committed"]}
@@ -107,7 +108,7 @@ def _cells(kind: str, slots: list[Slot], y: int, style: FigureStyle, cell_px: fl
             "base": [y - CELL / 2] * len(slots), "width": CELL, "xaxis": "x2", "yaxis": "y2",
             "meta": f"gather.{kind}.{'before' if y == AFTER_FORWARD else 'after'}",
             "name": KIND_NAMES.get(kind, kind), "showlegend": False, "marker": marker,
-            "text": [fitted(slot.label, cell_px, size) for slot in slots], "textposition": "inside",
+            "text": [whole_or_none(slot.label, cell_px, size) for slot in slots], "textposition": "inside",
             "insidetextanchor": "middle",
             "textangle": 0, "constraintext": "none", "cliponaxis": False,
             "textfont": {"color": TEXT_COLORS[kind], "size": size, "family": "monospace"},

@@ -3,24 +3,24 @@
 The tree figure (specviz/figures/tree.py) puts one depth per column; the chart's width is what the figure
 style knows of the page (FigureStyle.line_px), so a column's width in pixels follows, and from it how many
 characters of a token fit a cell and whether the "depth N" tick labels fit their column or must shorten to
-the bare depth. On a phone a cell is too narrow for its node id and its token side by side, so the id goes
-on a line of its own above the token and rows grow to hold two lines; elsewhere the id is a tag at the
-cell's top-left corner, the token (anchored at the cell's right end) leaves it room, and a row is only as
-tall as its one line needs (a projector's figure as short as its text allows). Monospace glyphs are MONO_EM font
-sizes wide (DejaVu Sans Mono and its kin: 0.60); proportional text uses the style's CHAR_EM.
+the bare depth. A phone's tree is drawn at least style.TREE_MIN_PX wide (its box scrolls sideways), so a cell
+holds a token of style.TOKEN_CHARS characters instead of two or three (issue #41). Where a cell is too narrow
+for its node id and that many characters side by side (a phone, a projector's large text) the id goes on a line
+of its own above the token and rows grow to hold two lines, so an id is never drawn over a token; elsewhere the
+id is a tag at the cell's top-left corner, the token (anchored at the cell's right end) leaves it room, and a
+row is only as tall as its one line needs. Monospace glyphs are MONO_EM font sizes wide (DejaVu Sans Mono and
+its kin: 0.60); proportional text uses the style's CHAR_EM.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.style import CHAR_EM, TITLE_INDENT, FigureStyle
+from specviz.style import CHAR_EM, MONO_EM, RIGHT_MARGIN, TITLE_INDENT, TOKEN_CHARS, TREE_MIN_PX, FigureStyle
 from specviz.tokens import clip
 
-MONO_EM = 0.6               # one monospace glyph's width, in font sizes
 LINE_EM = 1.25              # one line of text's height, in font sizes
 DESKTOP_CHART_PX = 896      # a desktop chart's width when the style does not know the page's (style.VIEWS_SHARE)
-RIGHT_MARGIN = 16           # figures/common.py's right margin
 MIN_ROW_PX = 30             # a row's height when its text needs less (desktop)
 CELL_PAD_PX = 2             # kept clear on either side of a cell's text
 
@@ -52,6 +52,8 @@ def id_tag_size(style: FigureStyle) -> int:
 def plot_px(style: FigureStyle) -> float:
     """The width of the tree's plot area (and of the gather panel under it), in pixels."""
     chart = DESKTOP_CHART_PX if style.line_px is None else style.line_px + TITLE_INDENT
+    if style.narrow:
+        chart = max(chart, TREE_MIN_PX)     # wider than a phone: the figure's box scrolls (style.SIZES_CSS)
     return chart - left_margin(style) - RIGHT_MARGIN
 
 
@@ -65,6 +67,12 @@ def fitted(label: str, width_px: float, size: int) -> str:
     return label if len(label) <= chars else (clip(label, chars) if chars >= 2 else "")
 
 
+def whole_or_none(label: str, width_px: float, size: int) -> str:
+    """`label` where all of it fits `width_px`, else '' (a row number cut to '0–…' says nothing; the tick under
+    the cell and its hover still name it)."""
+    return label if len(label) * MONO_EM * size <= width_px - 2 * CELL_PAD_PX else ""
+
+
 def tree_geometry(style: FigureStyle, columns: int, cell_width: float, cell_height: float,
                   id_digits: int = 2) -> TreeGeometry:
     """The grid of a tree `columns` depths wide (the context's column included), whose cells take
@@ -72,8 +80,14 @@ def tree_geometry(style: FigureStyle, columns: int, cell_width: float, cell_heig
     an id tag of `id_digits` digits (the text is anchored at the cell's right end)."""
     column = max(1.0, plot_px(style) / columns)
     glyph = style.cell_font_size * MONO_EM
-    tag = 0.0 if style.narrow else id_tag_px(style, id_digits)
-    chars = max(2, int((column * cell_width - tag - 2 * CELL_PAD_PX) / glyph))
-    lines = 2 if style.narrow else 1
+    beside = int((column * cell_width - id_tag_px(style, id_digits) - 2 * CELL_PAD_PX) / glyph)
+    stacked = style.narrow or beside < TOKEN_CHARS        # the id above the token: both whole, never one on the other
+    chars = max(2, int((column * cell_width - 2 * CELL_PAD_PX) / glyph) if stacked else beside)
+    lines = 2 if stacked else 1
     row = max(MIN_ROW_PX, int((lines * LINE_EM * style.cell_font_size + 2 * CELL_PAD_PX) / cell_height) + 1)
-    return TreeGeometry(left_px=left_margin(style), column_px=column, row_px=row, cell_chars=chars, stacked=style.narrow)
+    return TreeGeometry(left_px=left_margin(style), column_px=column, row_px=row, cell_chars=chars, stacked=stacked)
+
+
+def gather_row_px(style: FigureStyle) -> int:
+    """One row of the KV gather's panel: a line of its (smaller) cell text and some air."""
+    return max(MIN_ROW_PX, int(2.4 * style.cell_font_size))

@@ -141,7 +141,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
     for position, draft in enumerate(step.draft):
         target = step.target[position]
         verdict = step.verdicts[position]
-        sampled = ("" if not tested else f"{ratio_cell(step.accept_prob[position], target.p, draft.q)}"
+        sampled = ("" if not tested else f"{ratio_cell(step.accept_prob[position], target.p, draft.q, verdict != 'unverified')}"
                                          f"<td class='sv-col-test'>{number(step.draws[position])}</td>")
         origin = draft_origin(config, draft) if external else ""
         absent = f" title='{escape(no_numbers(config))}'" if external else ""

@@ -7,7 +7,8 @@ top alternatives move under their row, each named; under 46 em (a phone, a proje
 is a stack of "name value" lines. Every column stays: none is dropped.
 
 The p, q and min(1, p/q) cells of a sampled table (chain and tree) are written here too, so a ratio comes out
-of its own row's shown digits or says why not (issue #33 item 2: 'q 0.009, p 0.008, min(1, p/q) 0.955').
+of its own row's shown digits or says why not (issue #33 item 2: 'q 0.009, p 0.008, min(1, p/q) 0.955'); the
+CSS keeps each number on one line in a column as wide as its longest value (issue #41).
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ def probability_cell(value: float | None) -> str:
     return number(None) if value is None else probability_text(value)
 
 
-def ratio_cell(ratio: float | None, p: float | None, q: float | None) -> str:
-    """The min(1, p/q) cell, saying so where the shown p and q do not give its digits."""
+def ratio_cell(ratio: float | None, p: float | None, q: float | None, tested: bool = True) -> str:
+    """The min(1, p/q) cell, saying so where the shown p and q do not give its digits. The note is a line of its
+    own: under the row's numbers in the grid (not squeezed into the column: issue #41), under the value where a
+    row stacks; an untested draft (`tested` False: unverified, after a rejection) gets none, no test used it."""
     shown, rounding = ratio_text(ratio, p, q)
-    return f"<td class='sv-col-test'>{shown}" + (f"<br><small>{escape(rounding)}</small>" if rounding else "") + "</td>"
+    note = (f"<small class='sv-ratio-note'>min(1, p/q) {shown} is {escape(rounding)}</small>"
+            if rounding and tested else "")
+    return f"<td class='sv-col-test sv-ratio'><span class='sv-num'>{shown}</span>{note}</td>"

@@ -77,7 +77,8 @@ def _trial_row(step: StepRecord, order: int, node: TreeNode, greedy: bool) -> st
                                  f"<td class='sv-col-test'>{number(node.draw)}</td>")
     return (f"<tr class='sv-{node.verdict}'><td>{order}</td><td><span class='sv-node-id'>{node.id}</span></td>"
             f"<td>{escape(node_name(tree, node.parent))}</td><td>{chip(node.token.text, node.verdict)}</td>"
-            f"<td>{probability_cell(node.q)}</td><td>{probability_cell(node.p)}</td>{sampled}"
+            f"<td class='sv-prob'>{probability_cell(node.q)}</td><td class='sv-prob'>{probability_cell(node.p)}</td>"
+            f"{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK.get(node.verdict, node.verdict)}</td>"
             f"<td class='sv-why'>{escape(_why(step, node, greedy))}</td></tr>")
 
