@@ -122,6 +122,23 @@ PROBLEMS_JS = """() => {
     return problems;
 }"""
 
+# Issue 41: the step box must be in step with the step panel's heading, and the sheet must leave the evidence room.
+IN_STEP_JS = """() => {
+    const problems = [];
+    for (const [box, slider] of [['#sv-detail', '#sv-scrubber'], ['#sv-lab-detail', '#sv-lab-scrubber']]) {
+        const heading = document.querySelector(box + ' .sv-step-no');
+        if (!heading || heading.getClientRects().length === 0) continue;
+        const step = (heading.innerText.match(/^Step (\\d+)/) || [])[1];
+        const values = [...document.querySelectorAll(slider + ' input')].map(i => i.value);
+        if (step === undefined || values.some(v => v !== step))
+            problems.push(`${box} says "${heading.innerText}" while ${slider} holds ${values.join(' / ')}`);
+    }
+    const sheet = document.querySelector('.sv-tour-sheet').getBoundingClientRect();
+    if (sheet.height > (innerWidth > 700 ? 0.33 : 0.41) * innerHeight)     // specviz/tour/sheet.py: 32vh, a phone 40vh
+        problems.push(`the tour's sheet takes ${Math.round(sheet.height)} of ${innerHeight} px`);
+    return problems;
+}"""
+
 
 @pytest.fixture(scope="module")
 def app():
@@ -165,6 +182,7 @@ def test_the_tour_presents_at_every_size(browser, app, mode):
         wait_chapter(page, n, large)
         assert page.evaluate("new URLSearchParams(location.search).get('tour')") == str(n)
         problems += [f"{mode}, chapter {n}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+        problems += [f"{mode}, chapter {n}: {problem}" for problem in page.evaluate(IN_STEP_JS)]
         if n in SHOTS:
             page.screenshot(path=str(ARTIFACTS / f"tour-{mode}-{n}.png"))
     page.close()
@@ -202,4 +220,23 @@ def test_keys_list_and_answer(browser, app):
     page.wait_for_selector("#sv-timeline .js-plotly-plot", state="attached")
     wait_chapter(page, 6, False)
     assert page.evaluate("document.querySelector('.sv-tour').dataset.outline") == "#sv-lab-verdict"
+    page.close()
+
+
+@pytest.mark.parametrize("chapter", [2, 4])
+def test_a_chapter_link_sets_the_step_box_and_next_moves_on_from_it(browser, app, chapter):
+    """Issue 41: `?tour=4` showed "Step 1" in the heading with 0 in the step box, and the step's first "Next ▶" did
+    nothing. The box holds the chapter's step, the step's Next moves the heading one step on, and the tour's own
+    button is named apart from it."""
+    page = open_tour(browser, app, "projector")
+    page.goto(app + f"?tour={chapter}", wait_until="domcontentloaded")
+    wait_chapter(page, chapter, False)
+    step = page.evaluate(f"JSON.parse(document.querySelector(\".sv-tour-chapter[data-n='{chapter}']\").dataset.view).step")
+    assert page.inner_text("#sv-detail .sv-step-no").startswith(f"Step {step} ")
+    assert page.input_value("#sv-scrubber input[type=number]") == str(step)
+    assert page.inner_text(".sv-tour-next").strip() != page.inner_text("#sv-next").strip()
+    page.click("#sv-next")
+    page.wait_for_function("(s) => document.querySelector('#sv-detail .sv-step-no').innerText.startsWith('Step ' + s + ' ')",
+                           arg=step + 1)
+    assert page.input_value("#sv-scrubber input[type=number]") == str(step + 1)
     page.close()

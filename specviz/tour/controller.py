@@ -1,6 +1,6 @@
 """The tour in the browser (the tour view's `js_on_load`): Back / Next, the chapter list, the arrow keys and a
 link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
-would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it, outlines the
+would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it (a step only when the scrubber's box holds it too), outlines the
 chapter's element (a CSS rule on its selector, which outlives the redraws that replace the element; the root's
 `data-outline` names it) and scrolls it, or the part of it the chapter's question reads (`focus`), into the part
 of the screen the sheet leaves free; the large-text switch
@@ -36,13 +36,20 @@ async function until(test, ms = 30000) {      // a newer chapter (or Close) canc
   }
   return false;
 }
-const stepShown = (box, step) => new RegExp('^Step ' + step + '(\\\\D|$)').test(text(box + ' .sv-step-no'));
+// A step shows when the step panel's heading names it and the scrubber's box and range hold it too: a redraw
+// answered after the slide (a restyle sent before it) can set the scrubber back while the heading moves on.
+const scrubberAt = (slider, step) => {
+  const inputs = Array.from(document.querySelectorAll(slider + ' input'));
+  return inputs.length > 0 && inputs.every((input) => Number(input.value) === Number(step));
+};
+const stepShown = (box, slider, step) => new RegExp('^Step ' + step + '(\\\\D|$)').test(text(box + ' .sv-step-no'))
+  && scrubberAt(slider, step);
 async function toStep(box, slider, step) {    // slide, and slide again if a redraw of the tab reset the slider
   await until(() => document.querySelector(slider + ' input[type=range]'));
   for (let attempt = 0; attempt < 20; attempt++) {
-    if (stepShown(box, step)) return true;
+    if (stepShown(box, slider, step)) return true;
     slide(slider, step);
-    if (await until(() => stepShown(box, step), 1500)) return true;
+    if (await until(() => stepShown(box, slider, step), 1500)) return true;
   }
   return false;
 }
@@ -90,9 +97,9 @@ function holds(view) {     // the chapter's view is on screen
     CSS.escape(value) + '"]'); return !!radio && radio.checked; };
   return !!tab && tab.getAttribute('aria-selected') === 'true' && shown(document.querySelector(view.outline))
     && (!view.recorded || (checked('#sv-recorded', view.recorded) && text('#sv-status').includes(view.recorded)))
-    && (view.step === undefined || stepShown('#sv-detail', view.step))
+    && (view.step === undefined || stepShown('#sv-detail', '#sv-scrubber', view.step))
     && (!view.lab_stage || checked('#sv-lab-stage', view.lab_stage))
-    && (view.lab_step === undefined || stepShown('#sv-lab-detail', view.lab_step));
+    && (view.lab_step === undefined || stepShown('#sv-lab-detail', '#sv-lab-scrubber', view.lab_step));
 }
 function free() {         // the part of the screen the sheet leaves: [0, bottom)
   return root.dataset.open === '1' ? sheet.getBoundingClientRect().top : innerHeight;

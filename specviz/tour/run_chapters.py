@@ -11,6 +11,8 @@ from engine.records import StepRecord
 from specviz.tour.chapter import Chapter, View, prob, quoted
 
 TABLE = "#sv-detail .sv-table-wrap"
+REJECTED_ROW = f"{TABLE} tr.sv-rejected"                    # the row a greedy or sampled chapter turns on
+BEFORE_REJECTED = f"{TABLE} tr:has(+ tr.sv-rejected)"       # the draft just before it
 
 
 def _first(trace: Trace | None, wanted: Callable[[StepRecord], bool]) -> StepRecord | None:
@@ -28,7 +30,7 @@ def greedy_step(trace: Trace | None, name: str) -> Chapter | None:
         return None
     at = _rejected_at(step)
     return Chapter(
-        "One greedy step", View("run", TABLE, recorded=name, step=step.index),
+        "One greedy step", View("run", TABLE, recorded=name, step=step.index, focus=REJECTED_ROW),
         "At step {step} the draft model proposed {k} tokens, and the target checked all of them in one forward "
         "pass. Greedy decoding keeps a draft only while it equals the target's argmax: the first {accepted} match, "
         "d{position} {draft} does not, so the target's own {target} takes its place{rest}.",
@@ -101,7 +103,8 @@ def sampled_step(trace: Trace | None, name: str) -> Chapter | None:
         return None
     at = _rejected_at(step)
     return Chapter(
-        "A sampled step: min(1, p/q) and the draw", View("run", TABLE, recorded=name, step=step.index),
+        "A sampled step: min(1, p/q) and the draw", View("run", TABLE, recorded=name, step=step.index,
+                                                         focus=BEFORE_REJECTED),
         "At temperature {temperature} a draft is accepted when a uniform draw u falls below min(1, p/q): always "
         "when the target gives the token at least the draft's probability, otherwise with chance p/q. At step "
         "{step}, d{position} {draft} had p = {p} and q = {q}, so min(1, p/q) = {ratio}, and the draw u = {draw} was "
