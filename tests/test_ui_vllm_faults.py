@@ -28,8 +28,8 @@ GREEDY = RECORDING["streams"]["greedy"]["body"]
 
 
 class SparesTheProbe(ReplayServer):
-    """The replay server with its stream faults on the run's request only: the probe before it (3 tokens,
-    engine/vllm/server_info.py) is answered as recorded, so a cut or a silence hits the run mid-stream."""
+    """The replay server with its stream faults on the run's request only: the probes before it (pinned tokens,
+    engine/vllm/server_info.py) are answered as recorded, so a cut or a silence hits the run mid-stream."""
 
     def __post_init__(self) -> None:
         self._local = threading.local()
@@ -46,7 +46,7 @@ class SparesTheProbe(ReplayServer):
         self._stream_faults_only = value.cut_after is not None or value.delay_s > 0
 
     def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        self._local.probe = body.get("max_tokens") == 3
+        self._local.probe = "allowed_token_ids" in body      # the probe pins its tokens; a run never does
         return super().events(body)
 
 

@@ -1,6 +1,7 @@
 """The real vLLM server the `vllm` tests share: the tiny random pair (engine/loading/tiny.py) saved to
 disk with its tokenizer, served once per test session (float32, draft_model k=3, detailed
 per-request metrics) by engine/vllm/server.py; stopped (its whole process group) at the end.
+`start_tiny_server` serves the same pair another way (an n-gram server, summary metrics, the CPU sampler fix).
 
 The pair is wider than tiny-random's default (vLLM's CPU attention wants a head size of 32 or more).
 """
@@ -40,9 +41,17 @@ def save_tiny_pair(folder: Path) -> None:
 
 
 def start_tiny_vllm(folder: Path) -> TinyVllm:
+    return start_tiny_server(folder, "draft_model")
+
+
+def start_tiny_server(folder: Path, method: str, spec_metrics: str = "detailed",
+                      fix_cpu_sampler: bool = False) -> TinyVllm:
+    """The tiny pair served by `method` (draft_model k=3, ngram k=3 on vLLM's default (5, 5) lookup, or none),
+    its per-request metrics at `spec_metrics`, with SpecViz's CPU sampler fix when asked."""
     from engine.vllm.server import ServerSpec, start_server
     save_tiny_pair(folder)
-    spec = ServerSpec(target=str(folder / "target"), draft=str(folder / "draft"), method="draft_model", k=K,
-                      dtype="float32", max_model_len=512)
+    spec = ServerSpec(target=str(folder / "target"), draft=str(folder / "draft") if method == "draft_model" else None,
+                      method=method, k=K, dtype="float32", max_model_len=512, spec_metrics=spec_metrics,
+                      fix_cpu_sampler=fix_cpu_sampler)
     server = start_server(spec, folder / "server.log", timeout_s=STARTUP_TIMEOUT_S)
     return TinyVllm(server, folder, str(server.address))

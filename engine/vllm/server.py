@@ -1,5 +1,6 @@
 """A real vLLM OpenAI server in its own process group (as benchmarks/app_server.py runs the app):
-a free loopback port, a log file, wait until it answers, its start-up seconds, stop.
+a free loopback port, a log file, wait until it answers, its start-up seconds, stop; with
+`fix_cpu_sampler`, SpecViz's fix of vLLM 0.32's CPU sampler (plugins/vllm_cpu_sampler_fix) installed and on.
 
 The server runs from its own environment (`.venv-vllm`, scripts/vllm.sh makes it): vLLM pins
 another transformers than SpecViz. `python -m vllm.entrypoints.openai.api_server`, since the CPU
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,8 @@ from engine.vllm.transport import ServerAddress, VllmError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON_ENV = "SPECVIZ_VLLM_PYTHON"      # the python of a vLLM environment, if not ROOT/.venv-vllm
+FIX_ENV = "SPECVIZ_VLLM_CPU_SAMPLER_FIX"   # "1": the installed plugin patches vLLM's CPU sampler (else it does nothing)
+FIX_PLUGIN = ROOT / "plugins" / "vllm_cpu_sampler_fix"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class ServerSpec:
     ngram_lookup: tuple[int, int] | None = None   # (prompt_lookup_min, prompt_lookup_max); None: vLLM's (5, 5)
     extra_args: tuple[str, ...] = ()
     draft_sample_method: str = "greedy"  # vLLM's: "greedy" (the draft's argmax as one-hot) or "probabilistic"
+    spec_metrics: str = "detailed"      # --per-request-spec-decode-metrics: "detailed" (what SpecViz draws), "summary"
+    fix_cpu_sampler: bool = False       # run SpecViz's CPU sampler fix (plugins/vllm_cpu_sampler_fix; installed first)
 
     def speculative_config(self) -> dict | None:
         if self.method == "none":
@@ -61,12 +68,16 @@ class ServerSpec:
         speculative = self.speculative_config()
         if speculative is not None:
             command += ["--speculative-config", json.dumps(speculative),
-                        "--per-request-spec-decode-metrics", "detailed"]
+                        "--per-request-spec-decode-metrics", self.spec_metrics]
         return command + list(self.extra_args)
 
     def environment(self) -> dict[str, str]:
-        return dict(os.environ, OMP_NUM_THREADS=str(self.threads), VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib),
-                    HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        environment = dict(os.environ, OMP_NUM_THREADS=str(self.threads), VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gib),
+                           HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+        environment.pop(FIX_ENV, None)
+        if self.fix_cpu_sampler:
+            environment[FIX_ENV] = "1"
+        return environment
 
 
 @dataclass
@@ -104,6 +115,18 @@ def vllm_python() -> Path | None:
     return candidate if candidate.exists() else None
 
 
+def install_cpu_sampler_fix(python: str) -> None:
+    """Install plugins/vllm_cpu_sampler_fix into the vLLM environment of `python` (offline, from this
+    repository; what `scripts/vllm.sh start --fix-cpu-sampler` does). It acts only where FIX_ENV is 1."""
+    with tempfile.TemporaryDirectory(prefix="specviz-fix-") as folder:    # the build writes beside its sources
+        source = shutil.copytree(FIX_PLUGIN, Path(folder) / FIX_PLUGIN.name)
+        done = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
+                               "--no-deps", "--no-build-isolation", str(source)], capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise VllmError(f"The CPU sampler fix did not install into the vLLM environment: {tail[0][:300]}")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -116,6 +139,8 @@ def start_server(spec: ServerSpec, log: Path, python: str | None = None, timeout
     if python is None:
         raise VllmError("No vLLM environment was found: run `bash scripts/vllm.sh install` (or set "
                         f"{PYTHON_ENV}).")
+    if spec.fix_cpu_sampler:
+        install_cpu_sampler_fix(python)
     port = free_port()
     started = time.perf_counter()
     with open(log, "wb") as out:
