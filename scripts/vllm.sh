@@ -6,8 +6,10 @@
 # start options: --preset NAME (default qwen-coder; converted once by SpecViz's loader), or --target DIR
 #   [--draft DIR]; --method draft_model|ngram|none (default: draft_model, ngram for a pair without a
 #   draft); --k N (5); --dtype D (bfloat16 on a CPU that computes it natively or a GPU, else float32);
-#   --port P (8000); --max-model-len N (2048); --tensor-parallel-size N (GPUs); anything after `--`
-#   goes to vLLM as is. The server runs in the background in its own process group; its log is
+#   --port P (8000); --max-model-len N (2048); --tensor-parallel-size N (GPUs); --fix-cpu-sampler (off by
+#   default: installs plugins/vllm_cpu_sampler_fix into .venv-vllm and turns it on for this server; it fixes
+#   vLLM 0.32's CPU rejection sampler, vLLM issue #55005, and the page's engine line names it); anything
+#   after `--` goes to vLLM as is. The server runs in the background in its own process group; its log is
 #   .vllm/server.log, its process group id .vllm/server.pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,16 @@ install() {
   fi
 }
 
+install_fix() {
+  # SpecViz's fix of vLLM's CPU sampler (plugins/vllm_cpu_sampler_fix), installed offline from a copy: the build
+  # writes beside its sources. It acts only in a server started with SPECVIZ_VLLM_CPU_SAMPLER_FIX=1.
+  copy=$(mktemp -d)
+  cp -r plugins/vllm_cpu_sampler_fix "$copy/"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-build-isolation \
+    "$copy/vllm_cpu_sampler_fix"
+  rm -rf "$copy"
+}
+
 running() { [ -f "$state/server.pid" ] && kill -0 "$(cat "$state/server.pid")" 2>/dev/null; }
 
 stop() {
@@ -54,7 +66,7 @@ stop() {
 }
 
 start() {
-  preset=qwen-coder target="" draft="" method="" k=5 dtype="" port=8000 max_len=2048 tp=1 extra=()
+  preset=qwen-coder target="" draft="" method="" k=5 dtype="" port=8000 max_len=2048 tp=1 fix=0 extra=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --preset) preset="$2"; shift 2 ;;
@@ -66,6 +78,7 @@ start() {
       --port) port="$2"; shift 2 ;;
       --max-model-len) max_len="$2"; shift 2 ;;
       --tensor-parallel-size) tp="$2"; shift 2 ;;
+      --fix-cpu-sampler) fix=1; shift ;;
       --) shift; extra=("$@"); break ;;
       *) echo "unknown option $1 (see the top of scripts/vllm.sh)" >&2; exit 2 ;;
     esac
@@ -97,7 +110,14 @@ start() {
   have_gpu || export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-4}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" \
     VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-$(( $(nproc) - 1 ))}"
   export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
-  echo "starting vLLM $VLLM_VERSION: $target, $method k=$k, $dtype (the first start compiles: minutes); log: $state/server.log"
+  unset SPECVIZ_VLLM_CPU_SAMPLER_FIX
+  fixed=""
+  if [ "$fix" = 1 ]; then
+    install_fix
+    export SPECVIZ_VLLM_CPU_SAMPLER_FIX=1
+    if have_gpu; then fixed=", CPU sampler fix on (it changes nothing on a GPU)"; else fixed=", CPU sampler fix on (vLLM issue #55005)"; fi
+  fi
+  echo "starting vLLM $VLLM_VERSION: $target, $method k=$k, $dtype$fixed (the first start compiles: minutes); log: $state/server.log"
   setsid "$venv/bin/python" "${args[@]}" "${extra[@]}" >"$state/server.log" 2>&1 < /dev/null &
   echo $! >"$state/server.pid"
   url="http://127.0.0.1:$port"
