@@ -39,8 +39,8 @@ from oracles import END, exact_joint_law, one_torch_thread  # noqa: E402
 from vllm_session import K, save_tiny_pair, tiny_pair  # noqa: E402
 
 PROMPT, TOKENS, TEMPERATURE, RARE = "abc", 2, 0.6, 1e-6
-CONFIGURATIONS = (("target-only", "none", False), ("draft model k=3", "draft_model", False),
-                  ("draft model k=3, CPU sampler fix", "draft_model", True))
+CONFIGURATIONS = (("draft model k=3, CPU sampler fix", "draft_model", True), ("draft model k=3", "draft_model", False),
+                  ("target-only", "none", False))
 
 
 def sample(url: str, prompt_ids: list[int], seed: int, extra: dict | None = None) -> tuple[int, ...]:
