@@ -88,7 +88,14 @@ PROBLEMS_JS = """() => {
         if (!onScreen(p)) continue;
         const svg = box(plot.querySelector('.main-svg'));
         if (svg.width > p.width + 2) problems.push(`${name(plot)}: the chart is ${Math.round(svg.width)} px in a ${Math.round(p.width)} px box`);
-        if (p.left < -1 || p.right > innerWidth + 1) problems.push(`${name(plot)}: the chart runs past the screen`);
+        // A chart drawn wider than the screen on purpose sits in a box that scrolls sideways (a phone's tree): the
+        // box must stay on the screen, and the chart within the box's scroll width.
+        let scroller = null;
+        for (let a = plot.parentElement; a && !scroller; a = a.parentElement)
+            if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) scroller = a;
+        const frame = scroller ? box(scroller) : {left: 0, right: innerWidth};
+        if (frame.left < -1 || frame.right > innerWidth + 1 || (!scroller && (p.left < -1 || p.right > innerWidth + 1)))
+            problems.push(`${name(plot)}: the chart runs past the screen`);
         const texts = [...plot.querySelectorAll('.g-gtitle text, .legendtext, .annotation-text, .g-xtitle text, ' +
                                                 '.g-ytitle text, .xtick text, .ytick text, .bartext')]
             .filter(e => shown(e) && e.textContent.trim() !== '')
