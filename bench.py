@@ -42,7 +42,7 @@ from benchmarks.runners import load_pairs, measure
 from benchmarks.startup import measure_startup, startup_line
 from benchmarks.table import closing_note, markdown, table_row
 from benchmarks.vllm_peer import peer_line
-from engine.cli.machine import describe_machine
+from engine.cli.machine import describe_machine, machine_record, provenance
 from engine.config import SpecConfig
 from engine.vllm.transport import VllmError
 
@@ -57,6 +57,7 @@ GPU_REPEATS = 3      # a GPU row takes seconds: each (row, prompt) is the median
 
 def run(args: argparse.Namespace) -> dict:
     suite = SUITES[args.suite or args.device]
+    cpu = machine_record()                          # the CPU, its kernel flags and its load as the run starts
     preset = "tiny-random" if args.quick else args.preset
     startup = {} if args.no_startup or suite.device == "cuda" else measure_startup(preset)
     configurations = selected(args.grid, args.only, args.k, suite)
@@ -87,7 +88,8 @@ def run(args: argparse.Namespace) -> dict:
         table += [table_row(row, configuration, rows, args.k, suite) for row, configuration in measured]
     peer = _peer(args, suite, preset, pairs, rows, table, greedy_reference) if _wants_peer(args, suite) else None
     results = {"preset": preset, "device": suite.device, "random_weights": random_weights is not None,
-               "machine": describe_machine(), "repeats": args.repeats, "k": args.k,
+               **provenance(args.argv), "machine": describe_machine(), "cpu": cpu | {"load_average_after": machine_record()["load_average"]},
+               "repeats": args.repeats, "k": args.k,
                "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
     if peer is not None:
         results["vllm"] = peer
@@ -150,7 +152,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--random-weights", default="", metavar="FOLDER",
                         help="random weights at the preset's shapes (FOLDER: draft/ and target/ configs, the "
                              "target's tokenizer); for a GPU without the preset's weights")
-    parser.add_argument("--quick", action="store_true", help="tiny-random: checks that every row runs, about a minute")
+    parser.add_argument("--quick", action="store_true", help="tiny-random: checks that every row runs")
     parser.add_argument("--grid", action="store_true", help="every configuration, not only the default rows")
     parser.add_argument("--repeats", type=int, default=None,
                         help=f"timed runs per prompt, the median kept (default {CPU_REPEATS}; {GPU_REPEATS} with "
@@ -194,6 +196,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.vllm_threads or min(args.vllm_threads) < 1:
         parser.error("--vllm-threads needs at least one thread count of 1 or more")
     args.only = [part for part in args.only.split("|") if part]
+    args.argv = list(sys.argv[1:] if argv is None else argv)        # saved with the run: the command it came from
     if args.random_weights and (args.suite or args.device) != "cuda":
         parser.error("--random-weights stands in for the preset's weights on a GPU: it runs the cuda suite "
                      "(--device cuda, or --suite cuda on a CPU)")

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import app_server  # noqa: E402
+from engine.cli.machine import machine_record, provenance  # noqa: E402
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER  # noqa: E402
 from engine.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
 from specviz.assets import load_examples  # noqa: E402
@@ -123,8 +124,9 @@ def run_args(args: argparse.Namespace, prompt: str, seed: int = 0) -> dict:
 
 
 def machine() -> dict:
-    """The machine the figures come from: its cores and its load average now (1, 5 and 15 minutes)."""
-    return {"cpu_count": os.cpu_count(), "load_average": [round(value, 2) for value in os.getloadavg()]}
+    """The machine the figures come from: its CPU, kernel flags and class, cores, and its load average now
+    (1, 5 and 15 minutes; engine/cli/machine.py)."""
+    return {"cpu_count": os.cpu_count()} | machine_record() | provenance()
 
 
 def press_run(client: Client, number: int, arguments: dict, start: threading.Event) -> ClientTimes:

@@ -11,6 +11,7 @@ import json
 import pytest
 
 import bench
+from engine.cli.machine import machine_record
 from benchmarks.configurations import (CONFIGURATIONS, GPU_ASSISTED_SAME_K, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
                                        REFERENCE_SAME_KERNELS, REFERENCE_STOCK, SUITES, selected)
 from benchmarks.figure import speedup_svg
@@ -31,6 +32,9 @@ def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_p
         assert abs(best["speedup"] / best["vs_same_kernels"]
                    - rows[(REFERENCE_SAME_KERNELS, temperature)]["speedup"]) < 0.01 * best["speedup"] + 1e-3
     assert all(r["identical"] is True for r in results["rows"] if r["temperature"] == 0)   # lossless greedy, every row
+    assert results["cpu"]["flags"] == machine_record()["flags"] and len(results["cpu"]["load_average_after"]) == 3
+    assert results["command"].endswith("--quick --no-startup --max-new-tokens 6 --temperatures 0,0.7 --out " + str(out)
+                                       + " --figure " + str(figure)) and results["commit"]
     printed = capsys.readouterr().out
     assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
     assert closing_note(results) in printed and f"{SUITES['cpu'].best.format(k=5)}: greedy: " in printed
