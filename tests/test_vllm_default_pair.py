@@ -4,12 +4,14 @@ speculation, k = 5, detailed per-request metrics; started once for this module a
 
 Oracles: SpecViz's own chat formatting of the same prompts, SpecViz's target-only decoding of the
 same weights (stock float32: greedy output identical token for token, or, where vLLM's CPU kernels
-round differently, different only from a near tie of the target's top-2 logits on), and the
-server's own per-request counts for every step of the trace built from its stream.
+round differently, different only from a near tie of the target's top-2 logits on), and SpecViz's
+own speculative engine with the same draft model and k for every step of the trace built from the
+stream (tests/vllm_oracle.py), never the per-step arrays the trace was split from.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 from engine.config import SpecConfig
 from engine.decode.baseline import target_only
 from engine.metrics import NEAR_TIE_LOGITS
+from vllm_oracle import Reference as StepReference
+from vllm_oracle import compare, reference
 
 pytestmark = [pytest.mark.real_models, pytest.mark.vllm]
 K, TOKENS = 5, 24
@@ -29,19 +33,21 @@ class Reference:
     prompt_ids: list[int]
     output: tuple[int, ...]           # SpecViz's target-only greedy decoding
     margins: list[float]              # the target's top-2 logit margin before each of those tokens
+    steps: StepReference              # SpecViz's speculative engine (the draft model, k = K) from the prompt
 
 
 @pytest.fixture(scope="module")
 def references() -> dict[str, Reference]:
     """SpecViz's side, worked out before the server starts and then freed (a 1.5B target in float32 on
     each side would not fit beside the rest of the suite): each prompt's chat-formatted ids, the stock
-    float32 target's greedy output and its top-2 margin at every position (one forward)."""
+    float32 target's greedy output and its top-2 margin at every position (one forward), and the steps
+    SpecViz's engine takes with the float32 draft model and k = K (tests/vllm_oracle.py)."""
     import gc
 
     import torch
 
     from engine.loading.models import load_pair
-    pair = load_pair("qwen-coder", draft="ngram", target_dtype="float32", prepack=False)
+    pair = load_pair("qwen-coder", target_dtype="float32", draft_dtype="float32", prepack=False)
     found = {}
     for prompt in PROMPTS:
         ids = pair.encode_prompt(prompt)
@@ -50,7 +56,8 @@ def references() -> dict[str, Reference]:
             logits = pair.target(input_ids=torch.tensor([ids + list(output)])).logits[0, len(ids) - 1:-1,
                                                                                        :pair.vocab_size]
         top = torch.topk(logits.float(), 2).values
-        found[prompt] = Reference(ids, tuple(output), (top[:, 0] - top[:, 1]).tolist())
+        found[prompt] = Reference(ids, tuple(output), (top[:, 0] - top[:, 1]).tolist(),
+                                  reference(pair, ids, TOKENS, SpecConfig(k=K), max_model_len=1024))
     del pair
     gc.collect()
     return found
@@ -93,15 +100,20 @@ def test_greedy_output_is_specviz_target_only_up_to_a_near_tie(default_vllm, ref
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_the_trace_accounts_for_every_step_the_server_counted(default_vllm, prompt):
-    """Real weights accept drafts (the tiny random pair's tests cannot show that): each step's accepted
-    count and draft length are the server's per-step arrays, and the cards' acceptance is the server's."""
+def test_the_trace_takes_specvizs_steps(default_vllm, references, prompt):
+    """Real weights accept drafts (the tiny random pair's cannot show long runs): each step of the trace starts
+    where one of SpecViz's engine's steps does, verifies and accepts as many drafts and emits its tokens. Past
+    a token where vLLM's kernels round a near tie the other way the runs part: the steps before it are
+    compared, and the tie is reported with its margin (a warning), never passed silently."""
     generation = streamed(default_vllm, prompt)
-    trace, metrics = generation.trace(), generation.metrics
-    _, *steps = trace.steps
-    assert [step.num_accepted for step in steps] == list(metrics.per_step_accepted)
-    assert [step.k for step in steps] == list(metrics.per_step_drafted)
-    assert sum(step.num_emitted for step in trace.steps) == len(trace.output.token_ids) <= TOKENS
-    assert metrics.num_accepted_draft_tokens > 0 and max(metrics.per_step_accepted) >= 2
-    assert trace.summary.acceptance_rate == pytest.approx(metrics.num_accepted_draft_tokens / metrics.num_draft_tokens)
-    assert trace.config.engine == "vllm 0.32.0" and trace.config.k == K
+    trace = generation.trace()
+    agreement = compare(trace, references[prompt].steps)
+    token_problems = [p for p in agreement.problems if p.startswith("token ")]
+    step_problems = [p for p in agreement.problems if not p.startswith("token ")]
+    assert step_problems == []
+    for problem in token_problems:
+        margin = float(problem.rsplit(": ", 1)[1].rstrip(")"))
+        assert margin < NEAR_TIE_LOGITS, problem
+        warnings.warn(f"near tie on the default pair ({prompt!r}): {problem}")
+    assert agreement.steps_compared >= 3 and max(step.num_accepted for step in trace.steps) >= 2
+    assert trace.config.engine == "vllm 0.32.0" and trace.config.k == K and trace.split is None

@@ -115,7 +115,15 @@ class VllmGeneration:
         """Read the rest of the stream (usage, metrics, [DONE]) and rebuild the trace from the arrays."""
         for chunk in self._iterator:
             self._chunks.append(chunk)
-        if self._stream.metrics is None or not self._chunks:
+        if self._stream.metrics is None and isinstance(self._stream.stop_reason, str):
+            # vLLM 0.32 attaches a request's statistics only to the output its scheduler finishes it with
+            # (vllm/v1/core/sched/scheduler.py, `spec_decode_metrics=... if finish_reason is not None`); a
+            # stop string is matched later, in its API process (vllm/v1/engine/output_processor.py), which
+            # then finishes the request without them.
+            raise VllmError(f"vLLM ended the run at the stop string {self._stream.stop_reason!r} without its "
+                            "per-step counts (vLLM 0.32 sends none for a run a stop string ends): its tokens are "
+                            "kept, unsplit.")
+        if self._stream.metrics is None or not self._chunks or not self._stream.metrics.per_step:
             raise VllmError("The vLLM server finished without its per-step counts: start it with "
                             "--per-request-spec-decode-metrics detailed.")
         self._done, self._trace = True, None

@@ -42,6 +42,11 @@ class SpecMetrics:
     mean_acceptance_length: float = 0.0
     draft_acceptance_rate: float = 0.0
 
+    @property
+    def per_step(self) -> bool:
+        """The per-step arrays came (`detailed`), or nothing was drafted (vLLM then leaves them out)."""
+        return bool(self.per_step_drafted) or self.num_draft_tokens == 0
+
     @classmethod
     def from_json(cls, data: Any) -> "SpecMetrics":
         """Read the final chunk's `metrics.speculative_decoding`; VllmError when it is not what vLLM sends."""
@@ -58,7 +63,8 @@ class SpecMetrics:
                             "metrics.speculative_decoding or its main branch's speculative_decoding_stats).") from None
         if (len(accepted) != len(drafted) or any(not 0 <= a <= d <= metrics.num_spec_tokens
                                                  for a, d in zip(accepted, drafted))
-                or sum(accepted) != metrics.num_accepted_draft_tokens or sum(drafted) != metrics.num_draft_tokens):
+                or (drafted and (sum(accepted) != metrics.num_accepted_draft_tokens
+                                 or sum(drafted) != metrics.num_draft_tokens))):
             raise VllmError("The server's per-step speculative counts contradict its totals.")
         return metrics
 
@@ -108,6 +114,7 @@ class CompletionStream:
         self.metrics: SpecMetrics | None = None
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
+        self.stop_reason: int | str | None = None     # the stop string (or stop token id) that ended the run
         self.prompt_token_ids: tuple[int, ...] = ()
         self.started_s: float = 0.0
 
@@ -123,6 +130,8 @@ class CompletionStream:
                     self.prompt_token_ids = tuple(choice["prompt_token_ids"])
                 ids = tuple(choice.get("token_ids") or ())
                 self.finish_reason = choice.get("finish_reason") or self.finish_reason
+                self.stop_reason = choice.get("stop_reason") if choice.get("stop_reason") is not None else \
+                    self.stop_reason
                 if ids:
                     yield StreamChunk(arrival.time_s, ids, choice.get("text") or "", choice.get("finish_reason"))
             if data.get("usage"):
