@@ -170,7 +170,7 @@ class ExploreHandlers(Stoppable):
             status = (f"Stopped: the {shown.num_runs} finished runs of {sweep_request.num_runs} are kept."
                       if stop.is_set() and update.done < update.total
                       else f"Done: {shown.num_runs} runs in {duration(update.elapsed_s)}. "
-                           "The starred cells are the fastest k at each temperature.")
+                           "The speedup's starred cells are the fastest k at each temperature.")
             if sweep_request.models.server:
                 status += " " + server_k_note(update.document["meta"]["ks"][0])
             yield render_sweep(shown, status, temperature, style, self.device_costs()).outputs()

@@ -1,8 +1,9 @@
 """Sweep figures: k x temperature heatmaps, the measured-vs-theory overlay, per-position acceptance.
 
 Heatmap columns are the swept k values side by side (an unswept k leaves no gap) and
-rows the temperatures. In every heatmap the fastest k of each temperature (highest
-measured speedup) is outlined and starred. The theory overlay draws Leviathan et
+rows the temperatures. In the speedup heatmap the fastest k of each temperature (highest
+measured speedup) is outlined and starred; r's and τ's heatmaps carry no star (issue 41: a star there read as
+the best r or τ, and saying whose star it was took a second line their narrow boxes cannot spare). The theory overlay draws Leviathan et
 al.'s i.i.d. model, E(k) = (1 - a^(k+1)) / (1 - a) tokens per step (the bonus token
 included) and speedup(k) = E / (k c + 1), from the sweep's own estimates of a and c.
 """
@@ -74,7 +75,8 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         heatmap["hovertemplate"] = ("k = %{customdata[0]}, T = %{customdata[1]}: τ = %{text}<br>1 + k × r = "
                                     "%{customdata[2]:.2f}; the runs drafted (τ − 1) / r ≈ %{customdata[3]:.2f} tokens a "
                                     f"step, not k<br>{hover_tip(TOKENS_PER_STEP)}<extra></extra>")
-    best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures) if (k := table.best_k(t)) is not None]
+    best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures)
+            if metric == "speedup" and (k := table.best_k(t)) is not None]
     marks = {"type": "scatter", "mode": "markers", "meta": "best_k", "name": "★ fastest k at this temperature",
              "x": [column + 0.34 for column, *_ in best], "y": [row + 0.26 for _, row, *_ in best],
              "customdata": [[k, t] for *_, k, t in best], "marker": BEST_MARK, "cliponaxis": False,
