@@ -2,10 +2,11 @@
 
 Heatmap columns are the swept k values side by side (an unswept k leaves no gap) and
 rows the temperatures. In the speedup heatmap the fastest k of each temperature (highest
-measured speedup) is outlined and starred; r's and τ's heatmaps carry no star (issue 41: a star there read as
-the best r or τ, and saying whose star it was took a second line their narrow boxes cannot spare). The theory overlay draws Leviathan et
-al.'s i.i.d. model, E(k) = (1 - a^(k+1)) / (1 - a) tokens per step (the bonus token
-included) and speedup(k) = E / (k c + 1), from the sweep's own estimates of a and c.
+measured speedup) is outlined and starred; r's and τ's heatmaps carry no star (issue 41: a star
+there read as the best r or τ, and saying whose star it was took a second line their narrow boxes
+cannot spare). The theory overlay draws Leviathan et al.'s i.i.d. model, E(k) = (1 - a^(k+1)) /
+(1 - a) tokens per step (the bonus token included) and speedup(k) = E / (k c + 1), from the sweep's
+own estimates of a and c.
 """
 
 from __future__ import annotations
