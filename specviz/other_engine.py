@@ -10,6 +10,7 @@ its words here, so the timeline, the step detail and the cards say the same thin
 from __future__ import annotations
 
 from engine.config import NGRAM_DRAFTER, SpecConfig
+from engine.formats.trace import Trace
 from engine.records import DraftToken, TargetToken
 
 UNKNOWN_MARK = "⬚"             # a drafted token the engine did not return: an empty dotted box, never a
@@ -67,6 +68,17 @@ def no_guarantee(config: SpecConfig) -> str:
     """Instead of SpecViz's exactness note, which speaks for its own engine only."""
     return (f"{engine_name(config)} ran this: SpecViz's exactness guarantees cover its own engine, not this one "
             "(docs/benchmark.md has what was measured of vLLM's).")
+
+
+def split_words(trace: Trace) -> str:
+    """What the steps are when they are not what the engine reported (`Trace.split`; '' when they are)."""
+    if trace.split == "provisional":
+        return (f"Provisional steps: each chunk {short_name(trace.config)} streamed stands in for a step until its "
+                "per-step counts arrive with the last chunk and replace them.")
+    if trace.split == "unsplit":
+        return (f"Unsplit: {short_name(trace.config)}'s per-step counts never came, so each token is shown alone "
+                "with its arrival time; which were drafts, and their verdicts, are unknown.")
+    return ""
 
 
 def draft_label(token: DraftToken) -> str:

@@ -137,3 +137,13 @@ def _stream(trace: Trace) -> tuple[list[StreamChunk], SpecMetrics]:
 
 def _one_chunk(chunks: list[StreamChunk]) -> list[StreamChunk]:
     return [StreamChunk(chunks[-1].time_s, tuple(t for c in chunks for t in c.token_ids), "", "length")]
+
+
+def test_the_step_detail_says_the_budget_cut_the_accepted_drafts() -> None:
+    """specviz/run/step_reasons.py: a budget-cut step's accepted drafts past the cut are named as not emitted."""
+    from specviz.run.step_reasons import outcome, verdict_reason
+    last = recorded_trace(DRAFT, "long", tokens=10).steps[-1]
+    assert last.num_kept < last.num_accepted and not last.eos
+    assert outcome(last).endswith(f"{last.num_kept} kept (the output ends at the token budget)")
+    assert verdict_reason(last, last.num_kept, True).endswith("past the token budget, so not emitted")
+    assert "budget" not in verdict_reason(last, 0, True)

@@ -97,3 +97,22 @@ def test_the_reader_refuses_verdicts_in_an_unsplit_trace() -> None:
     document["split"] = "guessed"
     with pytest.raises(TraceFormatError, match="split"):
         Trace.from_dict(document)
+
+
+def test_the_run_tab_says_what_the_steps_are(replay) -> None:
+    """specviz/run/output_view.py's cards: provisional steps and unsplit tokens are named on screen; split
+    steps carry no such words."""
+    from specviz.run.output_view import metrics_html
+    run = generation(replay)
+    run.step()
+    assert "Provisional steps" in metrics_html(run.trace())
+    while not run.is_done:
+        run.step()
+    assert "Provisional" not in metrics_html(run.trace()) and "Unsplit" not in metrics_html(run.trace())
+    replay.faults = Faults(cut_after=4)
+    cut = generation(replay)
+    with pytest.raises(VllmError):
+        while not cut.is_done:
+            cut.step()
+    shown = metrics_html(cut.trace())
+    assert "Unsplit: vLLM" in shown and "per-step counts never came" in shown

@@ -10,7 +10,7 @@ from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
-from specviz.other_engine import config_words, engine_name, no_guarantee, no_numbers
+from specviz.other_engine import config_words, engine_name, no_guarantee, no_numbers, split_words
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity, alpha_text,
                                 shown_alpha, speed_note_html)
 from specviz.style import kind_labels
@@ -175,7 +175,9 @@ def _baseline_badge(trace: Trace) -> str:
     run was compared, what the check found; both read the rule, so they never contradict."""
     baseline, exactness = trace.summary.baseline, trace.config.exactness
     if trace.config.is_external:
-        return (f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(engine_name(trace.config))}</span> "
+        split = split_words(trace)      # provisional or unsplit steps say so first
+        return ((f"<div class='sv-note'><span class='sv-badge sv-warn'>{escape(split)}</span></div>" if split else "")
+                + f"<div class='sv-note'><span class='sv-badge sv-info'>{escape(engine_name(trace.config))}</span> "
                 f"<span class='sv-muted'>{escape(no_guarantee(trace.config))}</span></div>")
     note = f"<span class='sv-muted'>{escape(exactness.note)}</span>"
     if baseline is None:

@@ -24,7 +24,7 @@ def outcome(step: StepRecord) -> str:
     accepted = f"all {step.k} drafts accepted" if step.num_accepted == step.k else \
         f"{step.num_accepted} of {step.k} drafts accepted"
     if step.num_kept < step.num_accepted:
-        accepted += f", {step.num_kept} kept (the output ends at an EOS)"
+        accepted += f", {step.num_kept} kept (the output ends at {'an EOS' if step.eos else 'the token budget'})"
     return accepted
 
 
@@ -51,6 +51,8 @@ def verdict_reason(step: StepRecord, position: int, greedy: bool) -> str:
         reason = _sampled_reason(step, position)
     if after_eos(step, position):
         reason += "; after the EOS, so not kept" if verdict == "accepted" else "; after the EOS, so nothing is emitted"
+    elif verdict == "accepted" and position >= step.num_kept:     # another engine's budget cut inside the step
+        reason += "; past the token budget, so not emitted"
     return reason
 
 
