@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from specviz.style import FigureStyle
+from specviz.style import CHAR_EM, FigureStyle
 
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 LEGEND_ROOM = 64          # pixels under the x axis for a one- or two-row legend
@@ -55,6 +55,25 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
         "yaxis": axis(style),
     }
     return go.Figure(data=list(traces), layout=merge(base, layout))
+
+
+def text_px(text: str, chars: int | None, size: int, leading: float = 1.35) -> int:
+    """The height of `text` wrapped to `chars` characters a line (as make_figure wraps it) at `size` px."""
+    return int(len(LINE_BREAK.split(wrap(text, chars))) * leading * size) if text else 0
+
+
+def legend_px(names: Sequence[str], style: FigureStyle) -> int:
+    """The height of a horizontal legend of `names` under a chart as wide as `style` knows (desktop: 896 px), each
+    entry wrapped as make_figure wraps it: as many rows as entries of the widest one fit side by side (a phone:
+    one a row), each as tall as its tallest entry."""
+    chars = style.line_chars(style.font_size)
+    entries = [wrap(name, chars).split("<br>") for name in names]
+    if not entries:
+        return 0
+    widest = max(len(line) for lines in entries for line in lines) * CHAR_EM * style.font_size + 46   # its symbol
+    across = max(1, int(((style.line_px or 836) + 60) // widest))
+    rows = [entries[start:start + across] for start in range(0, len(entries), across)]
+    return int(sum(max(len(lines) for lines in row) for row in rows) * 1.4 * style.font_size) + 12
 
 
 def title_pad(title: str, style: FigureStyle) -> int:

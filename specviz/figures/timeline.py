@@ -11,7 +11,9 @@ did not return as '⬚' (other_engine.UNKNOWN_MARK, in the legend: a token's own
 SpecViz rebuilt as '≈token'; its hovers say what it does not return
 (specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
-or zoom to see the others.
+or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'):
+a narrow screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is
+as tall as its wrapped title, subtitle and legend need, so they never squeeze its rows (issue #41).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import plotly.graph_objects as go
 from engine.config import SpecConfig
 from engine.records import StepRecord
 from engine.formats.trace import Trace
-from specviz.figures.common import empty_figure, highlight, make_figure, step_window, x_range
+from specviz.figures.common import empty_figure, highlight, legend_px, make_figure, step_window, text_px, x_range
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
 from specviz.quantities import probability_text
 from specviz.run.step_reasons import carryover_sentence
@@ -77,10 +79,19 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     rows = max_k + 2
     ticks = ({"tickmode": "array", "tickvals": indices, "ticktext": [_tree_tick(step) for step in trace.steps]}
              if tree else {"tickmode": "linear", "dtick": 1 if window or len(trace.steps) <= 20 else 5})
+    subtitle = TREE_SUBTITLE if tree else SUBTITLE
+    # Each part as tall as its text, so a phone's longer wrapped subtitle and legend never squeeze the rows (their
+    # labels ran into each other): title and subtitle, the divergence label, the rows, ticks and axis title, legend.
+    top = (text_px(f"<b>{title}</b>", style.line_chars(style.title_size, bold=True), style.title_size, 1.25)
+           + text_px(subtitle, style.line_chars(style.font_size), style.font_size) + 16
+           + (2 * style.font_size if divergence is not None else 0))
+    bottom = (int(((2 if tree else 1) + 1) * 1.4 * style.font_size) + 20
+              + legend_px([trace["name"] for trace in bars], style))
+    rows_px = rows * (34 + 2 * (style.cell_font_size - 12))
     return make_figure(
-        bars, title, TREE_SUBTITLE if tree else SUBTITLE, style, height=200 + rows * (34 + 2 * (style.cell_font_size - 12)),
+        bars, title, subtitle, style, height=top + rows_px + bottom,
         barmode="overlay", bargap=0.05, dragmode="pan", shapes=highlight(selected_step) + divergence_line(divergence),
-        annotations=divergence_label(divergence, style), **({} if divergence is None else {"margin": {"t": 130}}),
+        annotations=divergence_label(divergence, style), margin={"t": top, "b": bottom},
         yaxis={"tickvals": list(range(rows)), "ticktext": ["carry", *(f"d{i}" for i in range(1, max_k + 1)), "target +1"],
                "range": [-0.55, rows - 0.45], "fixedrange": True, "showgrid": False, "zeroline": False},
         xaxis={"title": {"text": "step (drag sideways to scroll)" if window else "step"}, "range": x_range(indices, window),
