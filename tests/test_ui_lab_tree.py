@@ -106,3 +106,17 @@ def test_the_shipped_tree_stage_is_ds_prompt_as_a_tree():
         (chain.prompt.text, chain.config.k, chain.config.seed, chain.config.max_new_tokens)
     assert tree.output.token_ids == chain.output.token_ids and tree.summary.baseline.identical
     assert all(step.tree is not None for step in tree.steps)
+
+
+def test_each_stage_s_cache_chart_runs_over_its_own_kind_of_steps():
+    """Issue 41: the stale/missing chart of stage T (11 steps) ran its x axis to ~27, the chain stages' last step.
+    The chain stages A-D share one axis (they line up); the tree stage has its own."""
+    lab = recorded_lab(load_lab_traces(KEYS))
+    chains = max(lab.traces[key].steps[-1].index for key in lab.traces if key != "T")
+    tree = lab.traces["T"].steps
+    assert tree[-1].index < chains                                  # the case the issue saw
+    assert list(render_step(lab, "T", tree[0].index).drift.layout.xaxis.range) == [tree[0].index - 0.5,
+                                                                                  tree[-1].index + 0.5]
+    for key in ("A", "D"):
+        first = lab.traces[key].steps[0].index
+        assert list(render_step(lab, key, first).drift.layout.xaxis.range) == [first - 0.5, chains + 0.5]

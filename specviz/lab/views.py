@@ -185,9 +185,12 @@ def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureSt
     reference = lab.reference if lab else None
     diff = difference(trace, reference) if reference is not None else None
     divergence = diff.step if diff else None
-    last_step = max(t.steps[-1].index for t in lab.traces.values() if t.steps)
-    detail = step_detail_html(trace, step) + step_caches_html(trace, step)
     tree_stage = is_tree_stage(key)
+    # The chain stages share one step axis, so A-D line up; the tree stage takes fewer, longer steps: its own axis
+    # (issue 41: stage T's 11 steps were drawn on an axis running to ~27)
+    last_step = None if tree_stage else max(t.steps[-1].index for name, t in lab.traces.items()
+                                            if t.steps and not is_tree_stage(name))
+    detail = step_detail_html(trace, step) + step_caches_html(trace, step)
     title = f"Tree (stage T): up to {trace.config.tree_nodes} nodes a step" if tree_stage else TIMELINE_TITLE
     timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence, title=title)
     chain = chain_timeline(reference, timeline, style) if tree_stage else None
