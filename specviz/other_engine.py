@@ -81,6 +81,18 @@ def split_words(trace: Trace) -> str:
     return ""
 
 
+def cut_note(trace: Trace) -> str:
+    """'; counts 2 accepted drafts never emitted (…)': another engine's step the output ended inside, whose
+    accepted drafts past the end τ and the acceptance rate still count, by that engine's definition ('' if none)."""
+    if not trace.config.is_external:
+        return ""
+    unseen = sum(step.num_accepted - step.num_kept for step in trace.steps)
+    if not unseen:
+        return ""
+    return (f"; counts {unseen} accepted draft{'s' * (unseen != 1)} never emitted: the output ended inside the "
+            f"last step, and {short_name(trace.config)} counts a step's accepted drafts before it cuts")
+
+
 def draft_label(token: DraftToken) -> str:
     """A draft's text as a cell shows it: '?' when unknown, '≈' before a reconstructed one."""
     if not token.known:

@@ -147,3 +147,12 @@ def test_the_step_detail_says_the_budget_cut_the_accepted_drafts() -> None:
     assert outcome(last).endswith(f"{last.num_kept} kept (the output ends at the token budget)")
     assert verdict_reason(last, last.num_kept, True).endswith("past the token budget, so not emitted")
     assert "budget" not in verdict_reason(last, 0, True)
+
+
+def test_the_tau_card_says_it_counts_the_drafts_the_cut_left_out() -> None:
+    """τ and the acceptance rate are vLLM's (they count the cut step's accepted drafts); the card says so."""
+    from specviz.run.output_view import metrics_html
+    cut = recorded_trace(DRAFT, "long", tokens=10)
+    unseen = cut.steps[-1].num_accepted - cut.steps[-1].num_kept
+    assert f"counts {unseen} accepted draft" in metrics_html(cut)
+    assert "never emitted" not in metrics_html(recorded_trace(DRAFT, "long"))

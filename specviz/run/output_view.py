@@ -10,7 +10,7 @@ from engine.runtime.kernel_names import describe_kernel
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
-from specviz.other_engine import config_words, engine_name, no_guarantee, no_numbers, split_words
+from specviz.other_engine import config_words, cut_note, engine_name, no_guarantee, no_numbers, split_words
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, NODE_ACCEPTANCE, TOKENS_PER_STEP, Quantity, alpha_text,
                                 shown_alpha, speed_note_html)
 from specviz.style import kind_labels
@@ -85,7 +85,8 @@ def _chain_cards(trace: Trace, max_k: int) -> list[str]:
                     "count as drafted, never checked)", quantity=ACCEPTANCE_RATE),
         metric_card("", formatted(summary.mean_accepted_length, "{:.2f}"),
                     f"accepted drafts + 1 recovered or bonus token per step that verified drafts, one target forward "
-                    f"each, so at most k + 1 = {max_k + 1}{model}{left_out_note(trace)}", quantity=TOKENS_PER_STEP),
+                    f"each, so at most k + 1 = {max_k + 1}{model}{left_out_note(trace)}{cut_note(trace)}",
+                    quantity=TOKENS_PER_STEP),
     ]
     if alpha is not None:
         cards.append(metric_card("", alpha_text(alpha),
