@@ -107,12 +107,13 @@ def _carryover(step: StepRecord, previous: StepRecord | None, config: SpecConfig
     return f"<div class='sv-row sv-carry'><b>Carryover</b> {chips} <span class='sv-muted'>{sentence}</span></div>"
 
 
-def _choice(text: str, unused_because: str = "", unknown: str = "") -> str:
+def _choice(text: str, unused_because: str = "", unknown: str = "", how: str = "") -> str:
     """The target's choice cell. Past a rejection (or an accepted EOS) the verify forward still computed
     a row, but it is a choice the output never takes: drawn muted, with `unused_because` said; `unknown`
-    is why another engine's row shows no token ('' when it is known)."""
+    is why another engine's row shows no token ('' when it is known); `how` says how a sampled step came to
+    this token (`sampled_how`)."""
     if not unused_because:
-        return f"<td>{_token(text)}</td>"
+        return f"<td>{_token(text)}{f'<br><small>{escape(how)}</small>' if how else ''}</td>"
     title = unknown or f"computed {unused_because}, so never used"
     return (f"<td class='sv-muted' title='{escape(title)}'>{_token(text)}"
             f"<br><small>{unused_because}: unused</small></td>")
@@ -153,7 +154,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"<td class='sv-prob'{absent}>{probability_cell(target.p)}</td>{sampled}"
             f"<td class='sv-verdict'>{VERDICT_MARK[verdict]}</td>"
             f"<td class='sv-why'>{escape(_reason(step, position, config))}</td>"
-            f"{_choice(target_label(target), _unused_because(step, position), '' if target.known else unknown_target(config))}"
+            f"{_choice(target_label(target), _unused_because(step, position), '' if target.known else unknown_target(config), sampled_how(step, position) if tested else '')}"
             f"<td class='sv-col-top'>{_alternatives(draft.top)}</td>"
             f"<td class='sv-col-top'>{_alternatives(target.top)}</td></tr>")
     bonus = step.target[step.k] if len(step.target) > step.k else None
@@ -175,12 +176,29 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"<tr class='sv-bonus-row{'' if reached and not ended else ' sv-unreached'}'><td>+1</td>"
             f"<td class='sv-muted'>{place}</td>{blanks}<td class='sv-verdict'>{mark}</td>"
             f"<td class='sv-why'>{escape(why)}</td>"
-            f"{_choice(target_label(bonus), AFTER_REJECTION if not reached else 'after the EOS' if ended else '', '' if bonus.known else unknown_target(config))}"
+            f"{_choice(target_label(bonus), AFTER_REJECTION if not reached else 'after the EOS' if ended else '', '' if bonus.known else unknown_target(config), sampled_how(step, step.k) if tested else '')}"
             f"<td class='sv-col-top'></td>"
             f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
     kind = "sv-steps sv-stacks" if greedy else "sv-steps sv-stacks sv-sampled"
     return (f"<div class='sv-table-wrap'><table class='sv-table {kind}'><caption>Draft vs target ({escape(rule)})"
             f"</caption><thead>{head}</thead><tbody>{labelled(''.join(rows), column_names(head))}</tbody></table></div>")
+
+
+def sampled_how(step: StepRecord, position: int) -> str:
+    """How a sampled step's target came to its token at `position` (issue 41: "·use" sat beside "target top:
+    ·follow 0.54" unexplained): an accepted draft is kept as drafted, the recovered token and the bonus are draws
+    (from the residual, from p), not the target's argmax; a row the output never takes holds its argmax."""
+    target = step.target[position]
+    argmax = target.top[0] if target.top else None
+    differs = f", not the argmax {visible(argmax.text)}" if argmax is not None and argmax.id != target.id else ""
+    if position >= step.k:
+        return f"drawn from p{differs}"
+    verdict = step.verdicts[position]
+    if verdict == "accepted":
+        return "the draft, kept"
+    if verdict == "rejected":
+        return f"drawn from the residual{differs}"
+    return "the argmax (no draw made)"
 
 
 def _unused_because(step: StepRecord, position: int) -> str:
