@@ -274,9 +274,12 @@ SHOW_JS = """(html) => { const holder = document.querySelector('#sv-detail .sv-d
         const w = wrap.getBoundingClientRect();
         for (const cell of wrap.querySelectorAll('td[data-label]')) {
             if (!why.test(cell.dataset.label) || !cell.textContent.trim()) continue;
-            const c = cell.getBoundingClientRect();
-            if (cell.getClientRects().length === 0 || c.left < w.left - 1 || c.right > w.right + 1)
-                unseen.push(`${cell.dataset.label}: ${cell.textContent.slice(0, 30)}`);
+            // a cell drawn as its parts (display: contents: a ratio and its note on a line of its own) by each part
+            for (const part of getComputedStyle(cell).display === 'contents' ? [...cell.children] : [cell]) {
+                const c = part.getBoundingClientRect();
+                if (part.getClientRects().length === 0 || c.left < w.left - 1 || c.right > w.right + 1)
+                    unseen.push(`${cell.dataset.label}: ${part.textContent.slice(0, 30)}`);
+            }
         }
     }
     return [Math.max(...wraps.map(w => w.scrollWidth)), Math.min(...wraps.map(w => w.clientWidth)), wraps.length,
