@@ -1,9 +1,10 @@
 """Every chart and table of the Run tab usable at a phone's 390 x 844, a projector's 1280 x 720 with "Large text"
 and a laptop's 1440 x 900 (issue #41), measured in Debian's chromium on the text as drawn.
 
-One server, one browser, one page a size. At each size the page shows each recorded run (the bundled greedy and
-sampled ones and the Lab's recorded tree run) at its first step, and for every visible chart (the token
-timeline, the draft tree and its KV gather, the cache and acceptance charts) and every step table:
+One server, one browser, one page a size. At each size the Run tab shows each recorded run (the bundled greedy and
+sampled ones and the Lab's recorded tree run) at its first step, then the Lab tab its first stage and its tree
+stage; for every visible chart (the token timeline, the draft tree and its KV gather, the cache and acceptance
+charts, the Lab's) and every step table:
 - no two of a chart's SVG text elements (titles, subtitles, tick labels, legend entries, annotations, cell
   labels) overlap, none runs past its figure or out of a box that does not scroll (a phone's tree scrolls
   sideways in its box, by design), and a cell's label stays inside its cell;
@@ -50,6 +51,20 @@ DRAWN_JS = """([steps, tree, large]) => {
     return plots.every(p => p._fullLayout && Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2)
         && document.querySelector('#sv-detail').innerText.startsWith('Step 0 ');
 }""".replace("LARGE", str(LARGE_FONT))
+
+# The Lab tab's stage is drawn: its timeline has steps, its tree is shown exactly when `tree` (stage T), every visible
+# chart is fitted to its box, and large text has reached the timeline.
+LAB_DRAWN_JS = """([tree, large]) => {
+    const plot = document.querySelector('#sv-lab-timeline .js-plotly-plot');
+    if (!plot || !plot.data || !plot._fullLayout || !plot.data.some(t => (t.x || []).some(x => x !== null))) return false;
+    if (large && plot.layout.font.size < LARGE) return false;
+    const treePlot = document.querySelector('#sv-lab-tree .js-plotly-plot');
+    if (tree !== (!!treePlot && treePlot.getClientRects().length > 0 && !!treePlot.data && treePlot.data.length > 0))
+        return false;
+    const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.getClientRects().length > 0);
+    return plots.every(p => p._fullLayout && Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2);
+}""".replace("LARGE", str(LARGE_FONT))
+LAB_TREE_STAGE = "T. D, drafting a token tree"
 
 # What is wrong with the visible charts and tables, one sentence each (an empty list: the page passes).
 PROBLEMS_JS = """() => {
@@ -186,12 +201,26 @@ def size_problems(page, runs, size: str, shots: bool = True) -> list[str]:
     return problems
 
 
+def lab_problems(page, size: str) -> list[str]:
+    """The Lab tab's first stage (A) and its tree stage (T) at this page's size: what their charts and tables get
+    wrong."""
+    large = SIZES[size][2]
+    page.get_by_role("tab", name="Lab", exact=True).click()
+    page.wait_for_function(LAB_DRAWN_JS, arg=[False, large])
+    problems = [f"{size}, Lab A: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+    page.locator("label", has_text=LAB_TREE_STAGE).click()
+    page.wait_for_function(LAB_DRAWN_JS, arg=[True, large])
+    problems += [f"{size}, Lab T: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+    page.screenshot(path=str(ARTIFACTS / f"sizes-{size}-lab-tab.png"), full_page=True)
+    return problems
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_every_chart_and_table_reads_whole(browser, app, size):  # noqa: F811
     url, runs = app
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_size(browser, url, size)
-    problems = size_problems(page, runs, size)
+    problems = size_problems(page, runs, size) + lab_problems(page, size)
     page.close()
     assert not problems, "\n".join(problems)
 
