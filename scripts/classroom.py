@@ -7,7 +7,7 @@ three), then presses Run from `--clients` gradio_client sessions at once, each w
 (or all the same one with `--same-prompt`), and prints per client the time to its first word from
 the server (its queue place, or the run itself), to its first step and to Done, the failures, and
 the server's memory: its peak resident memory during the lone runs and during the class (sampled
-from /proc, a server this script started; not measured with `--url`). The goals (docs/benchmark.md, "A class at once") are ratios within
+from /proc, a server this script started; not measured with `--url`). The goals (issue #28; docs/benchmark.md quotes the saved runs) are ratios within
 this one run: identical requests all done within 1.3x one run; distinct ones each told its place within
 2 s; memory within 1 GB of one run's peak. `--json PATH` also writes every figure.
 

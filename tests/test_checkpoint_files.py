@@ -17,7 +17,7 @@ from engine import SpecConfig, SpeculativeEngine, load_pair
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.loading.tiny import build_tiny_pair
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+pytestmark = [pytest.mark.cpu_arithmetic, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")]
 
 
 def _saved_pair(folder: Path) -> tuple[str, str]:

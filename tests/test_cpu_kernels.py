@@ -18,6 +18,8 @@ from engine.runtime.cpu.kernels import (bf16_prepack_supported, can_prepack, ker
 from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
 from engine.loading.tiny import build_tiny_pair
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 PROMPTS = ["hello world", "the cat sat on", "0123456789", "speculative decoding", "abcabcabc", "zz"]
 
 

@@ -11,6 +11,8 @@ from engine.decode.speculative import SpeculativeEngine
 from engine.loading.tiny import build_tiny_pair
 from oracles import GREEDY_PROMPTS, assert_identical_to_target_only
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 
 @pytest.fixture(scope="module")
 def noisy_engine() -> SpeculativeEngine:

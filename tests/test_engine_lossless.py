@@ -15,6 +15,8 @@ import pytest
 from engine.decode.speculative import SpeculativeEngine
 from oracles import LAW_CASES, assert_follows_target_law, law_pair
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 STATIC_LAW_CASE = dataclasses.replace(LAW_CASES[0], cache="static")      # k = 2 over 5 tokens: every path
 
 

@@ -20,7 +20,7 @@ from engine.runtime.cpu.int8_store import KEY_FIELD, STORE_FOLDER, Int8Store
 from engine.runtime.cpu.kernel_modules import Int8Linear
 from engine.loading.tiny import build_tiny_pair
 
-pytestmark = pytest.mark.skipif(not can_quantize_int8(), reason="the int8 kernel does not run on this CPU")
+pytestmark = [pytest.mark.cpu_arithmetic, pytest.mark.skipif(not can_quantize_int8(), reason="the int8 kernel does not run on this CPU")]
 
 
 @pytest.fixture

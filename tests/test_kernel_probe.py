@@ -17,6 +17,8 @@ from engine.presets import ModelLoadError
 from engine.formats.trace import Trace
 from engine.formats.trace_reader import parse_trace
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 
 def test_both_probes_pass_here_and_on_any_x86_cpu_for_float32():
     """float32 prepacking and the int8 kernel run on every x86-64 CPU torch supports (AVX2 or better)."""

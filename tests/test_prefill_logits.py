@@ -4,11 +4,14 @@ never over the whole prompt. Oracle: forward hooks counting the rows each output
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine import SpecConfig
 from engine.decode.generation import Generation
 from engine.loading.tiny import build_tiny_pair
+
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
 
 
 def _head_rows(model: torch.nn.Module, seen: list[int]) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from engine.decode.sampling import SamplingParams, to_probs
+
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
 
 
 def test_greedy_probabilities_are_the_plain_softmax():

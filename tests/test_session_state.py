@@ -4,7 +4,7 @@ and its handlers read None as what the page opened on: the recorded trace, lab, 
 Why None: Gradio derives a State component's config from its default value on every update of every
 page and for every new session, and a dataclass default goes through `dataclasses.asdict` each time:
 the Run tab's recorded trace cost 4.7 ms per update per page, and a new session 58 ms instead of 18
-(docs/benchmark.md, "A class at once"). The oracle for each handler is the same call with the recorded
+(`git show e9811c1:docs/benchmark.md`, "A class at once": a profile, no saved run). The oracle for each handler is the same call with the recorded
 value passed explicitly, as the session held it before."""
 
 from __future__ import annotations

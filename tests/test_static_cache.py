@@ -30,6 +30,8 @@ from engine.runtime.static_runner import PoolSettings, StaticRunner
 from oracles import (GREEDY_PROMPTS, assert_caches_match_prefill_every_step,
                      assert_static_matches_dynamic_target_only, replaying_graphs)
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 
 ROLLBACK_PROMPT = "Speculative decoding is"        # on the seed-0 pair: rejections at every k and temperature
 

@@ -31,6 +31,8 @@ from engine.loading.tiny import DEFAULT_DRAFT_NOISE, HEAD_SCALE, INIT_STD, add_n
 from engine.runtime.static_cache import StaticKV, static_cache_refusal
 from oracles import replaying_graphs
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 TOKENIZER = build_tiny_tokenizer()
 SHAPE = dict(vocab_size=len(TOKENIZER), bos_token_id=TOKENIZER.bos_token_id, eos_token_id=TOKENIZER.eos_token_id,
              pad_token_id=TOKENIZER.pad_token_id, initializer_range=INIT_STD, tie_word_embeddings=False)

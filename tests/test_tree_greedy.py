@@ -13,6 +13,8 @@ from engine.loading.tiny import build_tiny_pair
 from oracles import (CACHE_PROMPT, GREEDY_PROMPTS, assert_caches_match_prefill_every_step,
                      assert_identical_to_target_only)
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 
 @pytest.fixture(scope="module")
 def noisy_engine() -> SpeculativeEngine:

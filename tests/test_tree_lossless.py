@@ -12,6 +12,8 @@ from engine.decode.speculative import SpeculativeEngine
 from engine.decode.tree.accept import walk_greedy, walk_sampling
 from oracles import TREE_LAW_CASES, assert_follows_target_law, chi_square, law_pair
 
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
+
 
 @pytest.fixture(scope="module")
 def engine() -> SpeculativeEngine:

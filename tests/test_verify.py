@@ -3,9 +3,12 @@ lossless sampling rule (accept with min(1, p/q), residual, bonus)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine.decode.verify import accept_greedy, accept_sampling, residual_distribution
+
+pytestmark = pytest.mark.cpu_arithmetic     # run again with the CPU capped to AVX2 (scripts/test.sh)
 
 
 def one_hot_logits(choices: list[int], vocab: int = 6) -> torch.Tensor:

@@ -19,8 +19,8 @@ another's edits) and the read-only tensor-name table; and dequantizes quantized
 tensors in chunks of rows on a small thread pool. Dequantization is row-independent
 and the chunks run gguf's own per-row code, so the result is bit-identical to gguf's
 (tests/test_gguf_speedups.py checks it per quantization type, and a whole conversion).
-The profile's figures and the conversion times before and after are in docs/benchmark.md
-("Measurements quoted in code").
+The profile's figures and the conversion times before and after were in docs/benchmark.md
+("Measurements quoted in code", now `git show e9811c1:docs/benchmark.md`: no saved run).
 
 The patches replace module attributes, so the caller must not run two conversions at
 once in one process (engine/loading/gguf_cache.py holds a lock around them).

@@ -7,7 +7,7 @@ workers to sleep after each one. A forward pass of a small model is hundreds of 
 regions, so the wake-ups add up. A Gradio server runs each handler call, and each
 `next()` of a generator handler, on whichever of its worker threads is free: the pair
 loads on one, the steps run on others. Draft tokens and verifies then measurably take
-longer (figures in docs/benchmark.md, "Measurements quoted in code") than when every
+longer (figures in `git show e9811c1:docs/benchmark.md`, "Measurements quoted in code": no saved run) than when every
 model computation stays on one thread (which is what a script or the CLI does without
 trying).
 

@@ -1,7 +1,7 @@
 """Saved int8 quantizations of a draft model, so that a warm start loads them instead of quantizing.
 
 Quantizing the 0.5B draft (engine/runtime/cpu/kernel_modules.py, `Int8Linear.from_weight`) costs
-seconds of CPU on every start (docs/benchmark.md, "Startup"); its result depends only on the
+seconds of CPU on every start (`git show e9811c1:docs/benchmark.md`, "Startup": no saved run); its result depends only on the
 source weights, the quantization code and torch. `Int8Store` keeps it in one safetensors file,
 
     $SPECVIZ_CACHE (default ~/.cache/specviz) / int8-v1 / <sha256 of the source folder's path>[:16].safetensors
