@@ -26,6 +26,7 @@ from specviz.style import COLORS, SERIES, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
+SUBTITLE_GAP = 10   # px between a heatmap's subtitle and its top row (issue 41: "accepted / drafted" sat on it)
 NO_SWEEP = "No sweep yet: press Run sweep, or upload a sweep JSON."
 NO_CHAINS = "This sweep has no chain cells at T = {t:g}, only token trees: see Trees vs chain below."
 
@@ -84,7 +85,7 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
              "hovertemplate": "fastest at T = %{customdata[1]}: k = %{customdata[0]}<extra></extra>"}
     outlines = [{"type": "rect", "xref": "x", "yref": "y", "x0": column - 0.5, "x1": column + 0.5, "y0": row - 0.5,
                  "y1": row + 0.5, "line": {"color": "#222222", "width": 3}} for column, row, *_ in best]
-    return make_figure(
+    figure = make_figure(
         [heatmap, marks], title, subtitle, style, height=150 + (40 + style.font_size) * len(temperatures),
         shapes=outlines, showlegend=False, margin={"l": 40, "b": 56, "r": 10},
         xaxis={"title": {"text": "k (draft tokens per step)"}, "tickvals": list(range(len(ks))),
@@ -93,6 +94,7 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         yaxis={"title": {"text": "T"}, "tickvals": list(range(len(temperatures))),
                "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
+    return figure.update_layout(title_pad_b=SUBTITLE_GAP)     # the title's automargin keeps it under the subtitle
 
 
 def multiplied(cell: SweepCell | None) -> tuple[float | None, float | None]:
