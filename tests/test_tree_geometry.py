@@ -107,7 +107,8 @@ def test_a_phone_cell_names_its_node_and_holds_a_seven_character_token():
     texts = [text for trace in fig.data if trace.meta in ("accepted", "rejected", "unreached")
              for text in trace.text if text]
     assert sorted(int(text.split("<br>")[0]) for text in texts) == list(range(len(step.tree.nodes)))
-    assert list(fig.layout.xaxis.ticktext) == ["context", *(f"depth {d}" for d in range(1, len(fig.layout.xaxis.ticktext)))]
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks == ["context", *(f"depth {d}" for d in range(1, len(ticks)))]
     tokens = {html.unescape(text.split("<br>")[1]) for text in texts}
     shown = {visible(node.token.text) for node in step.tree.nodes}
     assert all(token in shown or token.endswith("\u2026") and len(token) == TOKEN_CHARS for token in tokens), tokens

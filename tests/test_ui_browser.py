@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, DEMO_SWEEP, DemoTrace
 from specviz.serving.stop import StopSignals
+from specviz.style import FigureStyle
 from trace_factory import make_trace
 from ui_server import serve
 
@@ -148,7 +149,8 @@ def test_replay_and_phone_width(browser, slow_app):
     desktop = open_page(browser, slow_app)
     recorded = sum(RECORDED)                                          # the recorded trace, before any model loads
     wait_cells(desktop, "accepted", f"n === {recorded}")
-    desktop.wait_for_function(f"({SPAN_JS})() === 16")
+    # as many steps as have room for their cells' text (issue #41: 13 of 7-character cells at 1440 px)
+    desktop.wait_for_function(f"({SPAN_JS})() === {FigureStyle.for_screen(width=1440).timeline_steps}")
     desktop.click("#sv-replay")                                       # ... plays back step by step
     wait_cells(desktop, "accepted", f"n >= 0 && n < {recorded}")
     desktop.click("#sv-stop")

@@ -56,7 +56,8 @@ DRAWN_JS = """([steps, tree, large]) => {
 # chart is fitted to its box, and large text has reached the timeline.
 LAB_DRAWN_JS = """([tree, large]) => {
     const plot = document.querySelector('#sv-lab-timeline .js-plotly-plot');
-    if (!plot || !plot.data || !plot._fullLayout || !plot.data.some(t => (t.x || []).some(x => x !== null))) return false;
+    if (!plot || !plot.data || !plot._fullLayout) return false;
+    if (!plot.data.some(t => (t.x || []).some(x => x !== null))) return false;
     if (large && plot.layout.font.size < LARGE) return false;
     const treePlot = document.querySelector('#sv-lab-tree .js-plotly-plot');
     if (tree !== (!!treePlot && treePlot.getClientRects().length > 0 && !!treePlot.data && treePlot.data.length > 0))
@@ -104,8 +105,9 @@ PROBLEMS_JS = """() => {
             if (!text.textContent.trim() || !shown(text) || text.closest('.hoverlayer, .modebar')) continue;
             const t = box(text);
             if (t.width === 0 || t.height === 0) continue;
-            const cell = text.classList.contains('bartext-inside') ? text.closest('.point')?.querySelector('path') : null;
-            if (text.classList.contains('bartext') && !areas.some(a => overlap(a, t))) continue;   // scrolled out of view
+            const inCell = text.classList.contains('bartext-inside');
+            const cell = inCell ? text.closest('.point')?.querySelector('path') : null;
+            if (text.classList.contains('bartext') && !areas.some(a => overlap(a, t))) continue;   // out of view
             if (cell && !areas.some(a => inside(t, a)))
                 problems.push(`${name(plot)}: the cell label ${said(text)} is cut by the plot's edge`);
             if (cell && !inside(t, box(cell)))
@@ -228,8 +230,9 @@ def test_every_chart_and_table_reads_whole(browser, app, size):  # noqa: F811
 # The planted bug's table half: number columns narrower than their values (a p of '0.000927' ran into
 # min(1, p/q) in the old 3.8 em ones), a token column narrower than its chips, the test's numbers and the chips
 # free to wrap again.
-OLD_TABLES = """.sv-steps.sv-sampled tr, .sv-steps tr { grid-template-columns: 3.2em minmax(0, 3em) 2.6em 2.6em 2.6em 2.6em
-    6em minmax(8em, 1fr) minmax(0, 8em) !important; }
+OLD_TABLES = """.sv-steps.sv-sampled tr, .sv-steps tr {
+    grid-template-columns: 3.2em minmax(0, 3em) 2.6em 2.6em 2.6em 2.6em 6em minmax(8em, 1fr) minmax(0, 8em)
+        !important; }
     .sv-table td.sv-col-test, .sv-num { white-space: normal !important; }
     .sv-tok { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }"""
 

@@ -107,7 +107,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     lines = caption.split("<br>")
     row_px = grid.row_px
     top = 50 + len(lines) * int(style.font_size * 1.5)           # title and caption
-    bottom = 60 + LEGEND_ROOM + (2 * LEGEND_ROOM if style.narrow else 0)   # axis title and legend (a row a key on a phone)
+    bottom = 60 + LEGEND_ROOM + (2 * LEGEND_ROOM if style.narrow else 0)   # axis title, legend (a phone: a key a row)
     tree_px = max(count, 2) * row_px + 20
     panel_title = GATHER_TITLE.format(s="s" * (pending_rows(step.kv_target, step.tree) != 1))
     title_lines = wrap(panel_title, style.line_chars(style.font_size, bold=True) or DESKTOP_CHARS).count("<br>") + 1
@@ -136,9 +136,10 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
                 **gather_ticks},
         yaxis2={"tickvals": [AFTER_FORWARD, AFTER_GATHER], "ticktext": (["forward", "gather"] if style.narrow
                                                  else ["after the<br>verify forward", "after the<br>gather"]),
-                "range": [AFTER_GATHER - 0.6, AFTER_FORWARD + 0.6], "showgrid": False, "zeroline": False, "fixedrange": True,
-                "domain": [0.0, gather_share], "anchor": "x2"},
-        annotations=([] if grid.stacked else _node_ids(step, rows, style)) + gather_notes + [_panel_title(panel_title, gather_share, style)],
+                "range": [AFTER_GATHER - 0.6, AFTER_FORWARD + 0.6], "showgrid": False, "zeroline": False,
+                "fixedrange": True, "domain": [0.0, gather_share], "anchor": "x2"},
+        annotations=(([] if grid.stacked else _node_ids(step, rows, style)) + gather_notes
+                     + [_panel_title(panel_title, gather_share, style)]),
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
 
