@@ -15,6 +15,7 @@ import pytest
 from engine.formats.trace import Trace
 from engine.vllm.split import split_steps
 from engine.vllm.stream import SpecMetrics, StreamChunk
+from engine.vllm.transport import VllmError
 from vllm_oracle import compare, reference
 from vllm_replay import load_recording
 from vllm_session import tiny_pair
@@ -112,7 +113,10 @@ def test_the_oracle_fails_on_an_off_by_one_split(references) -> None:
 def test_a_preempted_step_is_placed_as_one_that_verified_nothing() -> None:
     """After a preemption vLLM recomputes the request and its next step emits one token without drafts,
     absent from the arrays (its `_preempt_request` clears the drafts). Greedy, that token is the one a step
-    that accepted nothing emits, so dropping such a step's entry from a recorded stream is that run."""
+    that accepted nothing emits, so dropping such a step's entry from a recorded stream is that run. Where
+    merged chunks leave the recomputed step's place open, the run is not split (a real server preempting
+    six lagging streams at once merged chunks of up to 29 tokens: guessed placements disagreed with the
+    oracle; the unambiguous ones agreed)."""
     trace = recorded_trace(DRAFT, "greedy")
     chunks, metrics = _stream(trace)
     index = next(i for i, step in enumerate(trace.steps) if step.k and step.num_accepted == 0)
@@ -122,9 +126,8 @@ def test_a_preempted_step_is_placed_as_one_that_verified_nothing() -> None:
     placed = split_steps(chunks, preempted, 3)
     assert [(len(s.token_ids), s.drafted) for s in placed] == \
         [(s.num_emitted, 0 if i == index else s.k) for i, s in enumerate(trace.steps)]
-    merged = split_steps(_one_chunk(chunks), preempted, 3)      # the client lagged: every step in one chunk
-    assert sum(len(s.token_ids) for s in merged) == len(trace.output.token_ids)
-    assert sum(s.drafted == 0 for s in merged) == 2             # the prefill and the recomputed step, somewhere
+    with pytest.raises(VllmError, match="cannot be told: its tokens are kept, unsplit"):
+        split_steps(_one_chunk(chunks), preempted, 3)       # the client lagged: every step in one chunk
 
 
 def _stream(trace: Trace) -> tuple[list[StreamChunk], SpecMetrics]:

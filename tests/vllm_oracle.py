@@ -14,6 +14,7 @@ logit margin there (a near tie, or a real disagreement), never passing it silent
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,7 +25,7 @@ from engine.decode.baseline import target_only
 from engine.decode.drafters import Proposal
 from engine.decode.generation import Generation
 from engine.decode.pair import ModelPair
-from engine.formats.trace import Trace
+from engine.formats.trace import TextTokens, Trace
 from engine.records import CacheLengths, StepRecord
 from engine.vllm.ngram import propose
 
@@ -130,4 +131,26 @@ def compare(trace: Trace, ours: Reference) -> Agreement:
         compared += 1
         cut += len(theirs) < step.num_accepted + 1
         position += step.num_emitted
+    return Agreement(compared, cut, tuple(problems))
+
+
+def compare_recomputed(pair: ModelPair, trace: Trace, max_model_len: int | None = None) -> Agreement:
+    """`compare` for a run vLLM preempted: after each step that verified nothing past the prefill (a
+    recomputation), SpecViz's engine restarts from the context there, as vLLM did; each stretch of the run
+    between such steps is compared on its own (its first token against SpecViz's target-only token)."""
+    prompt, output = list(trace.prompt.token_ids), list(trace.output.token_ids)
+    compared = cut = 0
+    problems: list[str] = []
+    starts = [i for i, step in enumerate(trace.steps) if step.k == 0] + [len(trace.steps)]
+    position = 0
+    for first, end in zip(starts, starts[1:]):
+        steps = trace.steps[first:end]
+        emitted = [token.id for step in steps for token in step.emitted]
+        stretch = dataclasses.replace(trace, prompt=TextTokens("", tuple(prompt + output[:position])),
+                                      output=TextTokens("", tuple(emitted)), steps=steps)
+        found = compare(stretch, reference(pair, prompt + output[:position], len(emitted), trace.config,
+                                           max_model_len))
+        compared, cut = compared + found.steps_compared, cut + found.cut_steps
+        problems += [f"from output token {position}: {problem}" for problem in found.problems]
+        position += len(emitted)
     return Agreement(compared, cut, tuple(problems))

@@ -11,10 +11,13 @@ What vLLM 0.32 reports, read in its source (vllm/v1/core/sched/scheduler.py `upd
   request's drafts, so the recomputation emits one token verifying nothing);
 - one step's tokens arrive in one chunk (several steps may share one when the client lags).
 
-The split uses every array entry once, in order, cuts only the last step, and places a one-token step
-that verified nothing where the lookup found no match: that placement is unique. Only when it does not
-fit does the split also place such steps where a preemption would have, never letting a step span two
-chunks (where the chunk boundaries leave it open, the first placement in stream order is taken).
+The split uses every array entry once, in order, cuts only the last step, places a one-token step
+that verified nothing where the lookup found no match, and lets no step span two chunks. Where that
+does not fit, it also places one-token steps outside the arrays where a preemption would have (a
+budget cut can hide one: the shifted steps still fit when the last step emits a token fewer, so the
+chunk boundaries decide). Where they leave it open (the client lagged and chunks merged: the
+earliest and the latest placement that fit differ) the run cannot be split (VllmError: kept
+unsplit). Streams whose steps span chunks (none vLLM sends) are split by the counts alone.
 """
 
 from __future__ import annotations
@@ -56,9 +59,15 @@ def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: i
     a preemption would put them. VllmError when the counts cannot split the tokens."""
     if metrics is None:
         return provisional_steps(chunks, k, proposer, prompt_ids)
-    steps = _place(chunks, metrics, proposer, prompt_ids, False)
+    steps = _first(_place(chunks, metrics, proposer, prompt_ids, False, True))
     if steps is None and preemptions:
-        steps = _place(chunks, metrics, proposer, prompt_ids, True)
+        late = _place(chunks, metrics, proposer, prompt_ids, True, True)
+        steps = None if late is None else late[0]
+        if late is not None and steps != _place(chunks, metrics, proposer, prompt_ids, True, True, True, late[1])[0]:
+            raise VllmError("The server recomputed this request after a preemption, and its stream merged steps so "
+                            "that where the recomputed steps fall cannot be told: its tokens are kept, unsplit.")
+    if steps is None:
+        steps = _first(_place(chunks, metrics, proposer, prompt_ids, False, False))
     if steps is None:
         tokens = sum(len(chunk.token_ids) for chunk in chunks)
         raise VllmError(f"The server's per-step counts ({len(metrics.per_step_accepted)} verify steps) do not split "
@@ -66,48 +75,58 @@ def split_steps(chunks: Sequence[StreamChunk], metrics: SpecMetrics | None, k: i
     return steps
 
 
+def _first(found: tuple[list[StepTokens], int] | None) -> list[StepTokens] | None:
+    return None if found is None else found[0]
+
+
 def _place(chunks: Sequence[StreamChunk], metrics: SpecMetrics, proposer: Proposer | None,
-           prompt_ids: Sequence[int], preemptions: bool) -> list[StepTokens] | None:
-    """The first placement (depth first, the array's step before a preemption's) or None; with
-    `preemptions`, one-token steps outside the arrays may be placed, and no step spans two chunks."""
+           prompt_ids: Sequence[int], preemptions: bool, whole_chunks: bool, early: bool = False,
+           limit: int | None = None) -> tuple[list[StepTokens], int] | None:
+    """The first placement (depth first: the array's step before a preemption's, or the reverse when
+    `early`) and how many preemption steps it placed, or None; with `preemptions`, up to `limit` (None:
+    any number) one-token steps outside the arrays may be placed; with `whole_chunks`, no step spans two
+    chunks."""
     tokens = [(token, number, chunk.time_s) for number, chunk in enumerate(chunks) for token in chunk.token_ids]
     ids = [token for token, _, _ in tokens]
     arrays = list(zip(metrics.per_step_drafted, metrics.per_step_accepted))
     end = (len(tokens), len(arrays))
 
-    def options(position: int, used: int) -> Iterator[tuple[int, int, int, int, tuple[int, ...]]]:
-        """(length, drafted, accepted, next used, proposal) of each step that may start here."""
+    def options(position: int, used: int, extras: int) -> Iterator[tuple[int, int, int, tuple[int, int, int],
+                                                                      tuple[int, ...]]]:
+        """(length, drafted, accepted, the state after it, proposal) of each step that may start here."""
         if position >= len(tokens):
             return
         if position == 0:
-            yield 1, 0, 0, used, ()          # the prefill's token
+            yield 1, 0, 0, (1, used, extras), ()         # the prefill's token
             return
         proposal = proposer(list(prompt_ids) + ids[:position]) if proposer is not None else ()
         if proposer is not None and not proposal:
-            yield 1, 0, 0, used, proposal    # the lookup found no match: nothing drafted
+            yield 1, 0, 0, (position + 1, used, extras), proposal     # the lookup found no match: nothing drafted
             return
+        recomputed = preemptions and (limit is None or extras < limit)
+        if recomputed and early:
+            yield 1, 0, 0, (position + 1, used, extras + 1), ()      # recomputed after a preemption
         if used < len(arrays):
             drafted, accepted = arrays[used]
             length = accepted + 1
             if used == len(arrays) - 1 and position + length > len(tokens):
                 length = len(tokens) - position     # the last step, cut by the budget or a stop
-            yield length, drafted, accepted, used + 1, proposal
-        if preemptions:
-            yield 1, 0, 0, used, ()          # recomputed after a preemption: nothing verified
+            yield length, drafted, accepted, (position + length, used + 1, extras), proposal
+        if recomputed and not early:
+            yield 1, 0, 0, (position + 1, used, extras + 1), ()
 
     def fits(position: int, length: int) -> bool:
         last = position + length - 1
-        return last < len(tokens) and (not preemptions or tokens[position][1] == tokens[last][1])
+        return last < len(tokens) and (not whole_chunks or tokens[position][1] == tokens[last][1])
 
-    dead: set[tuple[int, int]] = set()
-    stack = [((0, 0), options(0, 0))]
+    dead: set[tuple[int, int, int]] = set()
+    stack = [((0, 0, 0), options(0, 0, 0))]
     path: list[StepTokens] = []
     while stack:
         state, choices = stack[-1]
-        if state == end:
-            return path
-        for length, drafted, accepted, used, proposal in choices:
-            following = (state[0] + length, used)
+        if state[:2] == end:
+            return path, state[2]
+        for length, drafted, accepted, following, proposal in choices:
             if fits(state[0], length) and following not in dead:
                 part = tokens[state[0]:state[0] + length]
                 path.append(StepTokens(tuple(token for token, _, _ in part), drafted, accepted, part[-1][2], proposal))
