@@ -16,10 +16,10 @@ from engine.formats.trace import Trace
 from engine.vllm.split import split_steps
 from engine.vllm.stream import SpecMetrics, StreamChunk
 from engine.vllm.transport import VllmError
-from vllm_oracle import compare, reference
+from vllm_oracle import compare, compare_recomputed, reference
 from vllm_replay import load_recording
 from vllm_session import tiny_pair
-from vllm_traces import recorded_trace
+from vllm_traces import recorded_trace, server_info
 
 DRAFT, NGRAM = load_recording(), load_recording("tiny_ngram_k3")
 RUNS = {("draft_model", "greedy"): (DRAFT, None), ("draft_model", "long"): (DRAFT, None),
@@ -103,14 +103,13 @@ def test_the_oracle_fails_on_an_off_by_one_split(references) -> None:
     placed = split_steps(_one_chunk(chunks), slipped, 3)
     assert [len(s.token_ids) for s in placed] != [s.num_emitted for s in steps]
     from engine.vllm.to_trace import build_trace
-    from vllm_traces import server_info
     bad = build_trace(server_info(), trace.config, trace.prompt, _one_chunk(chunks), slipped, 1.0,
                       lambda ids: [DRAFT["detokenize"][t] for t in ids], True, "length")
     problems = compare(bad, references["draft_model", "greedy"]).problems
     assert problems and f"step {index}" in problems[0]
 
 
-def test_a_preempted_step_is_placed_as_one_that_verified_nothing() -> None:
+def test_a_preempted_step_is_placed_as_one_that_verified_nothing(pair) -> None:
     """After a preemption vLLM recomputes the request and its next step emits one token without drafts,
     absent from the arrays (its `_preempt_request` clears the drafts). Greedy, that token is the one a step
     that accepted nothing emits, so dropping such a step's entry from a recorded stream is that run. Where
@@ -126,6 +125,11 @@ def test_a_preempted_step_is_placed_as_one_that_verified_nothing() -> None:
     placed = split_steps(chunks, preempted, 3)
     assert [(len(s.token_ids), s.drafted) for s in placed] == \
         [(s.num_emitted, 0 if i == index else s.k) for i, s in enumerate(trace.steps)]
+    from engine.vllm.to_trace import build_trace
+    drawn = build_trace(server_info(), trace.config, trace.prompt, chunks, preempted, 1.0,
+                        lambda ids: [DRAFT["detokenize"][t] for t in ids], True, "length")
+    agreement = compare_recomputed(pair, drawn, max_model_len(DRAFT))       # SpecViz restarts where vLLM recomputed
+    assert agreement.problems == () and agreement.steps_compared == len(trace.steps) - 2
     with pytest.raises(VllmError, match="cannot be told: its tokens are kept, unsplit"):
         split_steps(_one_chunk(chunks), preempted, 3)       # the client lagged: every step in one chunk
 
