@@ -45,8 +45,8 @@ REPLAY_DELAY_S = 0.6      # between replayed steps: slow enough to follow on a p
 
 # Under the controls when the source is a vLLM server: the server's own dtype and sampler decide its output.
 SERVER_EXACTNESS = ("A vLLM server runs at the dtype it was started with, with its own sampler: the precision "
-                    "setting and SpecViz's guarantees do not apply to it (the cards name the server's engine and "
-                    "dtype after the run).")
+                    "setting and SpecViz's guarantees do not apply to it (the cards name the server's engine after "
+                    "the run; vLLM does not publish its dtype, so they say \"dtype not reported\").")
 
 
 class Handlers(Stoppable):
