@@ -8,8 +8,14 @@ positions with `expand_batch_to_tokens` into `x.new_empty(num_tokens)`; on a CPU
 (vllm/utils/cpu_triton_utils.py `_expand_kernel_impl`) writes into `_ensure_int64(output)`, an int64
 copy of a float32 tensor, and never copies back, so the sampler divides the target's logits by
 uninitialised memory. Every line below should read [0.7, 0.7, 0.7] (then [40, 40, 40] for top-k).
+
+vLLM's general plugins load first, as in a server: with SpecViz's fix installed and on
+(`SPECVIZ_VLLM_CPU_SAMPLER_FIX=1`, plugins/vllm_cpu_sampler_fix; `scripts/vllm.sh start --fix-cpu-sampler`
+installs it) the lines read as they should.
 """
 import torch
+from vllm.plugins import load_general_plugins
+load_general_plugins()
 from vllm.platforms import current_platform
 current_platform.import_kernels()
 current_platform.register_triton_kernel_overrides()

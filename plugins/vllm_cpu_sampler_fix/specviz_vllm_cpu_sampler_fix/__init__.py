@@ -9,6 +9,12 @@ the floats were truncated to integers on the way in. `expand` below does what th
 in the caller's dtype (as upstream PR #55006 proposes): each request's value, with `replace_from`
 rewritten to `replace_to`, repeated over its draft positions.
 
+A second fault killed the engine on the first request with `top_k` (EngineDeadError, then HTTP 500 for
+every request): on a CPU the rejection sampler reaches `apply_top_k_only` (vllm/v1/sample/ops/
+topk_topp_sampler.py) with no rows at all, a verify step that drafted nothing, and its `k.max()` of an
+empty tensor raises. `apply_top_k_only` below keeps vLLM's own for every other input and returns the
+logits as they are for no rows (there is nothing to mask). It is not part of PR #55006.
+
 `register` runs in every vLLM process (vLLM's `vllm.general_plugins` entry point) and does nothing
 unless SPECVIZ_VLLM_CPU_SAMPLER_FIX=1 and the platform is the CPU: installing the plugin changes no
 server that was not started with the fix. Where it acts it points vLLM's CPU override at `expand`
@@ -40,6 +46,19 @@ def expand(output: Any, input_val: Any, cu_num_tokens: Any, replace_from: Any, r
     output[:expanded.numel()].copy_(expanded.to(output.dtype))
 
 
+def guard_top_k(module: Any) -> None:
+    """Point `module.apply_top_k_only` (vLLM's topk_topp_sampler) at a version that passes no rows through."""
+    original = module.apply_top_k_only
+    if getattr(original, "specviz_guard", False):
+        return
+
+    def apply_top_k_only(logits: Any, k: Any) -> Any:
+        return logits if k.numel() == 0 else original(logits, k)
+
+    apply_top_k_only.specviz_guard = True
+    module.apply_top_k_only = apply_top_k_only
+
+
 def register() -> None:
     """vLLM's general-plugin hook: apply the fix in this process when it is asked for and applies."""
     if os.environ.get(ENV) != "1":
@@ -50,11 +69,13 @@ def register() -> None:
         return
     from vllm.triton_utils import dispatcher
     from vllm.utils import cpu_triton_utils
+    from vllm.v1.sample.ops import topk_topp_sampler
     cpu_triton_utils._expand_kernel_impl = expand
+    guard_top_k(topk_topp_sampler)
     if KERNEL in dispatcher._registry:      # the platform's overrides are in already: replace vLLM's with ours
         dispatcher.register_kernels({KERNEL: expand})
-    LOG.warning("SpecViz CPU sampler fix on (vLLM issue #55005): the CPU expand_kernel keeps each value's dtype "
-                "(pid %d)", os.getpid())
+    LOG.warning("SpecViz CPU sampler fix on (vLLM issue #55005): the CPU expand_kernel keeps each value's dtype, "
+                "and top-k passes a verify step with no rows (pid %d)", os.getpid())
     _publish()
 
 
