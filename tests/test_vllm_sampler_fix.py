@@ -120,3 +120,12 @@ def test_the_projects_reproduction_is_fixed_through_vllms_own_plugin_loading():
     assert repro(str(python), fixed=True, script=["-c", TOP_K_CHECK]) == ["rows (0, 257)"]
     shipped_top_k = repro(str(python), fixed=False, script=["-c", TOP_K_CHECK])
     assert len(shipped_top_k) == 1 and shipped_top_k[0].startswith("raised max(): Expected reduction dim")
+
+
+def test_only_a_server_started_with_the_fix_turns_it_on(monkeypatch):
+    from engine.vllm.server import FIX_ENV, ServerSpec
+    monkeypatch.setenv(FIX_ENV, "1")                     # left over in the caller's shell: not passed on
+    assert FIX_ENV not in ServerSpec("T", "D").environment()
+    assert ServerSpec("T", "D", fix_cpu_sampler=True).environment()[FIX_ENV] == "1"
+    summary = ServerSpec("T", "D", spec_metrics="summary").command("py", 1)
+    assert summary[summary.index("--per-request-spec-decode-metrics") + 1] == "summary"
