@@ -3,7 +3,7 @@ and a laptop's 1440 x 900 (issue #41), measured in Debian's chromium on the text
 
 One server, one browser, one page a size. At each size the Run tab shows each recorded run (the bundled greedy and
 sampled ones and the Lab's recorded tree run) at its first step, then the Lab tab its first stage and its tree
-stage; for every visible chart (the token timeline, the draft tree and its KV gather, the cache and acceptance
+stage, then the Explore tab's recorded sweep; for every visible chart (the token timeline, the draft tree and its KV gather, the cache and acceptance
 charts, the Lab's) and every step table:
 - no two of a chart's SVG text elements (titles, subtitles, tick labels, legend entries, annotations, cell
   labels) overlap, none runs past its figure or out of a box that does not scroll (a phone's tree scrolls
@@ -66,6 +66,15 @@ LAB_DRAWN_JS = """([tree, large]) => {
     return plots.every(p => p._fullLayout && Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2);
 }""".replace("LARGE", str(LARGE_FONT))
 LAB_TREE_STAGE = "T. D, drafting a token tree"
+
+# The Explore tab's heatmaps are drawn with their cell values, fitted to their boxes, in large text when asked.
+EXPLORE_DRAWN_JS = """([large]) => {
+    const plots = ['acceptance', 'length', 'speedup'].map(m => document.querySelector(`#sv-heat-${m} .js-plotly-plot`));
+    if (plots.some(p => !p || !p._fullLayout || !p.getClientRects().length)) return false;
+    if (large && plots.some(p => p.layout.font.size < LARGE)) return false;
+    if (plots.some(p => !p.querySelectorAll('.heatmaplayer text').length)) return false;
+    return plots.every(p => Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2);
+}""".replace("LARGE", str(LARGE_FONT))
 
 # What is wrong with the visible charts and tables, one sentence each (an empty list: the page passes).
 PROBLEMS_JS = """() => {
@@ -217,12 +226,22 @@ def lab_problems(page, size: str) -> list[str]:
     return problems
 
 
+def explore_problems(page, size: str) -> list[str]:
+    """The Explore tab's recorded sweep at this page's size: its heatmaps' cell values apart ('74%77%69%' ran
+    together on a phone with large text), and the rest of its charts."""
+    page.get_by_role("tab", name="Explore", exact=True).click()
+    page.wait_for_function(EXPLORE_DRAWN_JS, arg=[SIZES[size][2]])
+    problems = [f"{size}, Explore: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
+    page.screenshot(path=str(ARTIFACTS / f"sizes-{size}-explore.png"), full_page=True)
+    return problems
+
+
 @pytest.mark.parametrize("size", list(SIZES))
 def test_every_chart_and_table_reads_whole(browser, app, size):  # noqa: F811
     url, runs = app
     ARTIFACTS.mkdir(exist_ok=True)
     page = open_size(browser, url, size)
-    problems = size_problems(page, runs, size) + lab_problems(page, size)
+    problems = size_problems(page, runs, size) + lab_problems(page, size) + explore_problems(page, size)
     page.close()
     assert not problems, "\n".join(problems)
 

@@ -249,3 +249,16 @@ def test_the_shipped_sweep_shows_its_runs():
     table = SweepTable.load(ASSETS_DIR / "sweeps" / "qwen-coder.json")
     fig = theory_figure(table, table.temperatures[0])
     assert len(by_meta(fig, "runs.length").x) == len([r for r in table.runs if r.temperature == table.temperatures[0]])
+
+
+def test_heatmap_values_shrink_to_their_columns_on_a_phone_only():
+    """A phone with large text drew '74%77%69%' edge to edge in eight k columns: there the values get the font
+    that leaves each a fifth of its column free; where the width is unknown or wide, the style's own size."""
+    from specviz.figures.sweep import HEATMAP_SIDE_PX, VALUE_EM, cell_text_size
+    from specviz.style import TITLE_INDENT, FigureStyle
+    phone = FigureStyle.for_screen(large=True, width=390)
+    size = cell_text_size(phone, 8, [["100%", "74%"]])
+    column = (phone.line_px + TITLE_INDENT - HEATMAP_SIDE_PX) / 8
+    assert size < phone.cell_font_size and 4 * VALUE_EM * size <= 0.8 * column < 4 * VALUE_EM * (size + 1)
+    for style in (FigureStyle(), FigureStyle.for_screen(large=True, width=1280)):
+        assert cell_text_size(style, 8, [["100%"]]) == style.cell_font_size

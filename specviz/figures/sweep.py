@@ -22,7 +22,7 @@ from engine.formats.sweep_reader import SweepTable
 from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, alpha_text, hover_tip,
                                 shown_alpha)
-from specviz.style import COLORS, SERIES, FigureStyle
+from specviz.style import COLORS, SERIES, TITLE_INDENT, FigureStyle
 
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
@@ -67,7 +67,7 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         scale |= {"zmin": 0.0, "zmax": 1.0}
     heatmap = {
         "type": "heatmap", "x": list(range(len(ks))), "y": list(range(len(temperatures))), "z": z, "text": text,
-        "texttemplate": "%{text}", "textfont": {"size": style.cell_font_size}, "meta": metric,
+        "texttemplate": "%{text}", "textfont": {"size": cell_text_size(style, len(ks), text)}, "meta": metric,
         "name": title,
         "customdata": [[[k, t] for k in ks] for t in temperatures], "xgap": 2, "ygap": 2, "showscale": False,
         "hovertemplate": "k = %{customdata[0]}, T = %{customdata[1]}: %{text}"
@@ -95,6 +95,21 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
                "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
     return figure.update_layout(title_pad_b=SUBTITLE_GAP)     # the title's automargin keeps it under the subtitle
+
+
+HEATMAP_SIDE_PX = 50          # the heatmap's left and right margins, less the title's indent: its plot is the rest
+VALUE_EM = 0.68               # a cell value's mean glyph width in font sizes: digits 0.56, '%' 0.89 (Arial and its kin)
+
+
+def cell_text_size(style: FigureStyle, columns: int, text: list[list[str]]) -> int:
+    """The cells' font size: the style's, or smaller where the chart's known width leaves a column too narrow
+    for its longest value with a gap (a phone with large text drew '74%77%69%' edge to edge)."""
+    longest = max((len(value) for row in text for value in row), default=0)
+    if style.line_px is None or not style.narrow or not longest or not columns:
+        return style.cell_font_size
+    column_px = (style.line_px + TITLE_INDENT - HEATMAP_SIDE_PX) / columns
+    fits = int(0.8 * column_px / (longest * VALUE_EM))
+    return max(8, min(style.cell_font_size, fits))
 
 
 def multiplied(cell: SweepCell | None) -> tuple[float | None, float | None]:
