@@ -79,7 +79,9 @@ def test_gradio_client_streams_a_tiny_random_run(runner):
         updates = [dict(zip(NAMES, update)) for update in job]
     finally:
         demo.close()
-    drawn = [last_step(plot(u["timeline"])) for u in updates if plot(u["timeline"])]
+    figures = [figure for u in updates if (figure := plot(u["timeline"]))]
+    assert not any(x is not None for t in figures[0]["data"] for x in t.get("x", []))   # the old trace cleared at once
+    drawn = [last_step(figure) for figure in figures[1:]]
     assert len(drawn) >= 3 and drawn == sorted(drawn) and drawn[0] < drawn[-1]     # live steps, baseline, Done
     live = [u for u in updates if LIVE_STEP.match(u["status"])]
     assert live and all(plot(u["timeline"]) for u in live)            # each live update redraws the timeline

@@ -47,7 +47,8 @@ def test_run_streams_several_steps_through_the_server(fake_server):
     job = client.submit(**run_args(), api_name="/run")
     updates = [dict(zip(NAMES, update)) for update in job]
     assert "Models ready" in updates[0]["status"]            # said before the first (prefill) step
-    seen = [update for update in updates if is_plot(update["timeline"])]
+    cleared, *seen = [update for update in updates if is_plot(update["timeline"])]
+    assert "Models ready" in cleared["status"] and cells(cleared["timeline"], "accepted") == 0   # old trace gone
     final = dict(zip(NAMES, job.outputs()[-1]))
     accepted = [cells(update["timeline"], "accepted") for update in seen]
     assert len(seen) >= 4 and accepted == sorted(accepted) and accepted[0] < accepted[-1]

@@ -28,7 +28,7 @@ SWEEP_NOTE = ("Each (temperature, prompt, seed) is also decoded once by the targ
 INTRO = ("<div class='sv-tab-intro'><p>How do the draft length <i>k</i> and the temperature change acceptance "
          f"and speed? Each heatmap cell is the mean over prompts and seeds at one (k, T) of the {ACCEPTANCE_RATE.html()}, "
          f"the {TOKENS_PER_STEP.html()} and the speedup; in the speedup's heatmap the outlined, starred cell is the "
-         "fastest k at that temperature. Below, every run meets the i.i.d. model at the {ALPHA.html()} = Σ min(p, q): ideal, when "
+         f"fastest k at that temperature. Below, every run meets the i.i.d. model at the {ALPHA.html()} = Σ min(p, q): ideal, when "
          "verifying k + 1 tokens costs one forward, and, when the sweep recorded them, at the draft and verify costs "
          "measured on its machine, with the gap to it split into its causes. "
          "Then token trees against a chain, and two runs side by side.</p></div>")
