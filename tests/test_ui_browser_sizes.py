@@ -26,7 +26,8 @@ from engine.formats.trace import Trace
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR, DEMO_TRACE, SAMPLED_TRACE, DemoTrace, load_demo_trace
 from specviz.run.recorded import choice_label
-from test_ui_browser import ARTIFACTS, WAIT_MS
+from test_ui_browser import ARTIFACTS
+from test_ui_browser_presenting import open_size as open_page
 from ui_server import serve
 
 pytestmark = pytest.mark.browser
@@ -184,15 +185,8 @@ def app():
 
 
 def open_size(browser, url: str, size: str):
-    width, height, large = SIZES[size]
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.set_default_timeout(WAIT_MS)
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector("#sv-timeline .js-plotly-plot")
-    if large:
-        page.check("#sv-large input")
-        page.wait_for_function("document.body.classList.contains('sv-large')")
-    return page
+    """The page at one of SIZES, its timeline drawn, large text switched on when that size asks for it."""
+    return open_page(browser, url, *SIZES[size])
 
 
 def show(page, trace: Trace, large: bool) -> None:
