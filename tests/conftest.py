@@ -1,5 +1,6 @@
-"""Shared pytest setup: offline by default, in CI a skipped test is a failure, and the fixtures the
-browser tests share (Debian's chromium, the real tiny-random app) and the vLLM tests' one real server."""
+"""Shared pytest setup: offline by default, in CI a skipped test is a failure, tests that need most of the
+machine's memory last, and the fixtures the browser tests share (Debian's chromium, the real tiny-random app)
+and the vLLM tests' one real server (stopped by those memory-hungry tests: tests/memory_room.py)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,38 @@ def tiny_app():
     demo.close()
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """Tests marked needs_most_memory run after every other test (in their own order): they stop the servers
+    the session shares first (tests/memory_room.py), and nothing after them may need those."""
+    items.sort(key=lambda item: item.get_closest_marker("needs_most_memory") is not None)
+
+
+class SharedServers:
+    """The real servers this session starts once and shares between modules, by name."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, object] = {}      # name -> engine.vllm.server.RunningServer
+
+    def add(self, name: str, server: object) -> None:
+        self.running[name] = server
+
+    def stop_all(self) -> list[str]:
+        """Stop every shared server; the names of those that were running."""
+        names = list(self.running)
+        for name in names:
+            self.running.pop(name).stop()
+        return names
+
+
 @pytest.fixture(scope="session")
-def tiny_vllm(tmp_path_factory):
+def shared_servers():
+    servers = SharedServers()
+    yield servers
+    servers.stop_all()
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm(tmp_path_factory, shared_servers):
     """One real vLLM server for the whole session on the tiny random pair (tests/vllm_session.py);
     SPECVIZ_TEST_VLLM_URL reuses one already serving that pair (started by tests/vllm_session.py)."""
     from vllm_session import TinyVllm, start_tiny_vllm
@@ -70,5 +101,5 @@ def tiny_vllm(tmp_path_factory):
     if vllm_python() is None:
         pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
     started = start_tiny_vllm(tmp_path_factory.mktemp("vllm"))
+    shared_servers.add("tiny vLLM server", started.server)
     yield started
-    started.server.stop()

@@ -19,13 +19,15 @@ import pytest
 from engine.config import SpecConfig
 from engine.decode.baseline import target_only
 from engine.metrics import NEAR_TIE_LOGITS
+from memory_room import GIB, make_room
 from vllm_oracle import Reference as StepReference
 from vllm_oracle import compare, reference
 
-pytestmark = [pytest.mark.real_models, pytest.mark.vllm]
+pytestmark = [pytest.mark.real_models, pytest.mark.vllm, pytest.mark.needs_most_memory]
 K, TOKENS = 5, 24
 PROMPTS = ("Write a Python function that reverses a string.", "What does a hash table do?")
 STARTUP_TIMEOUT_S = 1800.0      # a first start compiles both models (minutes; cached in ~/.cache/vllm after)
+SERVER_PEAK_BYTES = 16 * GIB    # measured 2026-11-28: its three processes 15.6 GiB at their peak (the worker 13.9)
 
 
 @dataclass(frozen=True)
@@ -64,17 +66,24 @@ def references() -> dict[str, Reference]:
 
 
 @pytest.fixture(scope="module")
-def default_vllm(references, tmp_path_factory):
+def default_vllm(references, tmp_path_factory, shared_servers):
+    """The server, started once there is room for it (tests/memory_room.py); a server that died during the
+    module (the kernel's OOM killer, a crash) fails the teardown with the end of its log."""
     from engine.loading.model_folders import preset_folders
     from engine.vllm.server import ServerSpec, start_server, vllm_python
     if vllm_python() is None:
         pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+    make_room(SERVER_PEAK_BYTES, shared_servers.stop_all, "The default pair's float32 vLLM server")
     target, draft = preset_folders("qwen-coder")
     spec = ServerSpec(target=target, draft=draft, method="draft_model", k=K, dtype="float32", max_model_len=1024,
                       kv_cache_gib=1)
     server = start_server(spec, tmp_path_factory.mktemp("vllm-default") / "server.log", timeout_s=STARTUP_TIMEOUT_S)
     yield str(server.address)
+    died = server.process.poll() is not None or "died unexpectedly" in server.log.read_text(errors="replace")
     server.stop()
+    if died:
+        tail = "\n".join(server.log.read_text(errors="replace").splitlines()[-15:])
+        pytest.fail(f"The default pair's vLLM server died during the module (log: {server.log}):\n{tail}")
 
 
 def streamed(url: str, prompt: str):
