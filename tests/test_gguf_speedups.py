@@ -24,10 +24,11 @@ QUANT_TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q
 def _random_blocks(quant_type: Q, rows: int, blocks_per_row: int, seed: int = 0) -> np.ndarray:
     _, type_size = gguf.GGML_QUANT_SIZES[quant_type]
     generator = np.random.default_rng(seed)
-    return generator.integers(0, 256, size=(rows, blocks_per_row * type_size), dtype=np.uint8)
+    # Bytes below 0x78: any float16 scale two of them make has an exponent short of all ones, so every scale is
+    # finite and no NaN or inf arises to warn about (the tests are about chunk boundaries, not gguf's arithmetic).
+    return generator.integers(0, 0x78, size=(rows, blocks_per_row * type_size), dtype=np.uint8)
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # random bytes make some scales inf or NaN
 @pytest.mark.parametrize("quant_type", QUANT_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("rows", [1, 5, 2 * ROWS_PER_CHUNK + 7, 5 * ROWS_PER_CHUNK - 1])
 def test_chunked_dequantization_is_bit_identical_to_gguf(quant_type, rows):
