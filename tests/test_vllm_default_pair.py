@@ -22,11 +22,12 @@ from engine.metrics import NEAR_TIE_LOGITS
 from memory_room import GIB, make_room
 from vllm_oracle import Reference as StepReference
 from vllm_oracle import compare, reference
+from vllm_session import EAGER
 
 pytestmark = [pytest.mark.real_models, pytest.mark.vllm, pytest.mark.needs_most_memory]
 K, TOKENS = 5, 24
 PROMPTS = ("Write a Python function that reverses a string.", "What does a hash table do?")
-STARTUP_TIMEOUT_S = 1800.0      # a first start compiles both models (minutes; cached in ~/.cache/vllm after)
+STARTUP_TIMEOUT_S = 1800.0      # about a minute alone, eager (tests/vllm_session.py EAGER); far longer when busy
 SERVER_PEAK_BYTES = 16 * GIB    # measured 2026-11-28: its three processes 15.6 GiB at their peak (the worker 13.9)
 
 
@@ -76,7 +77,7 @@ def default_vllm(references, tmp_path_factory, shared_servers):
     make_room(SERVER_PEAK_BYTES, shared_servers.stop_all, "The default pair's float32 vLLM server")
     target, draft = preset_folders("qwen-coder")
     spec = ServerSpec(target=target, draft=draft, method="draft_model", k=K, dtype="float32", max_model_len=1024,
-                      kv_cache_gib=1)
+                      kv_cache_gib=1, extra_args=EAGER)
     server = start_server(spec, tmp_path_factory.mktemp("vllm-default") / "server.log", timeout_s=STARTUP_TIMEOUT_S)
     yield str(server.address)
     died = server.process.poll() is not None or "died unexpectedly" in server.log.read_text(errors="replace")
