@@ -38,6 +38,15 @@ class TokenTexts:
                 self._texts[token] = str(answer.get("prompt", "")) if isinstance(answer, dict) else ""
         return [self._texts[token] for token in ids]
 
+    def or_ids(self, ids: Sequence[int]) -> list[str]:
+        """The texts, or where the server cannot be asked (it died mid-run) ⟨id⟩ for each token not known yet:
+        a live run's trace never loses a token that arrived for want of its text (nothing is cached, so a
+        server that answers again gives the text)."""
+        try:
+            return self(ids)
+        except VllmError:
+            return [self._texts.get(token, f"⟨{token}⟩") for token in ids]
+
 
 def tokenize(info: ServerInfo, session: Session, prompt: str, raw: bool) -> tuple[int, ...]:
     """The prompt's ids by the server's tokenizer: its chat template first unless `raw` (or it has none)."""
@@ -147,12 +156,13 @@ class VllmGeneration:
 
     def trace(self) -> Trace:
         """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done;
-        provisional before, unsplit after a failure or a stop."""
+        provisional before, unsplit after a failure or a stop. Until it is done a token whose text the server
+        cannot give (it died) reads ⟨id⟩, so the stream's own error, not the text lookup's, ends the run."""
         if self._trace is None:
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts, self._done, self._stream.finish_reason, self._proposals,
-                                      unsplit=self._unsplit)
+                                      self._texts if self._done else self._texts.or_ids, self._done,
+                                      self._stream.finish_reason, self._proposals, unsplit=self._unsplit)
         return self._trace
 
 

@@ -1,0 +1,103 @@
+"""Faults on real vLLM servers (issue #38, item 4), through the Run tab's handlers and app.py's real
+EngineRunner, on the tiny random pair (tests/vllm_session.py): a server without speculation, and a server
+killed in the middle of a run. The replayed server (tests/test_ui_vllm_faults.py) keeps the cases whose timing
+it must control (a silent server); these two need no timing: the first is refused before anything streams, and
+the second is killed at an exact point, the moment the run's first chunk reaches SpecViz.
+
+Each ends in one sentence (a gr.Error, no traceback), the trace the page showed before stays in the session,
+and the killed run keeps exactly the tokens that arrived, unsplit: no step the server did not report."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import gradio as gr
+import pytest
+
+import engine.vllm.stream as stream_module
+from app import EngineRunner
+from control_values import controls, progress
+from specviz.run.handlers import Handlers
+from specviz.run.views import Views
+from specviz.serving.runner import VLLM_SERVER
+
+pytestmark = pytest.mark.vllm
+NAMES = Views.names()
+BUDGET = 400        # far more tokens than a run makes between its first chunk and the kill (ignore_eos: no early end)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """A tiny server without speculation and a speculative one to kill (each its own start: about 20 s)."""
+    from engine.vllm.server import vllm_python
+    if vllm_python() is None:
+        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+    from vllm_session import start_tiny_server
+    plain = start_tiny_server(tmp_path_factory.mktemp("vllm-plain"), "none")
+    doomed = start_tiny_server(tmp_path_factory.mktemp("vllm-doomed"), "draft_model")
+    yield plain, doomed
+    plain.server.stop()
+    doomed.server.stop()
+
+
+def updates_until_error(handlers: Handlers, shown, url: str, max_new_tokens: int = 8) -> tuple[str, list[dict]]:
+    updates: list[dict] = []
+    with pytest.raises(gr.Error) as caught:
+        for update in handlers.run(shown, False, None, *controls(preset=VLLM_SERVER, server=url, prompt="abc", k=3,
+                                                                 max_new_tokens=max_new_tokens, seed=0),
+                                   progress=progress):
+            updates.append(dict(zip(NAMES, update)))
+    message = caught.value.message
+    assert "\n" not in message and "Traceback" not in message and message.endswith(".")
+    return message, updates
+
+
+def test_a_server_without_speculation_is_refused_in_one_sentence_and_the_shown_trace_stays(servers, tiny_vllm):
+    plain, _ = servers
+    handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
+    shown = [dict(zip(NAMES, u)) for u in handlers.run(None, False, None, *controls(
+        preset=VLLM_SERVER, server=tiny_vllm.url, prompt="abc", k=3, max_new_tokens=6, seed=0),
+        progress=progress)][-1]["trace"]
+    message, updates = updates_until_error(Handlers(handlers.runner, min_interval=0.0), shown, plain.url)
+    assert "runs without speculative decoding: start it with --speculative-config" in message
+    assert all(update["trace"] is shown or isinstance(update["trace"], dict) for update in updates)
+
+
+def test_a_server_killed_mid_run_ends_it_in_one_sentence_keeping_exactly_what_arrived(servers, monkeypatch):
+    _, doomed = servers
+    group = doomed.server.process.pid
+    arrived: list[int] = []
+    original = stream_module.stream_post
+
+    def killed_after_the_first_chunk(address, path, body, *args, **kwargs):
+        """The real stream; the server's whole process group is killed as the run's first token chunk arrives
+        (the probe's pinned requests, which carry allowed_token_ids, pass untouched)."""
+        for arrival in original(address, path, body, *args, **kwargs):
+            tokens = [t for choice in arrival.data.get("choices") or () for t in choice.get("token_ids") or ()]
+            if tokens and "allowed_token_ids" not in body:
+                if not arrived:
+                    os.killpg(group, signal.SIGKILL)
+                arrived.extend(tokens)
+            yield arrival
+
+    monkeypatch.setattr(stream_module, "stream_post", killed_after_the_first_chunk)
+    handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
+    message, updates = updates_until_error(handlers, None, doomed.url, max_new_tokens=BUDGET)
+    # The kernel closes a killed server's sockets: the stream ends early (FIN) or breaks (RST), each its sentence.
+    assert re.search(r"(ended its stream without finishing the run|connection to the vLLM server at \S+ broke "
+                     r"mid-run)", message) and message.endswith("kept.") and message.count("kept") == 1, message
+    last = updates[-1]
+    assert last["status"].startswith("Stopped by an error after") and not last["trace"].complete
+    assert last["trace"].split == "unsplit"                        # no verdict the server did not send
+    assert arrived and len(arrived) < BUDGET
+    assert list(last["trace"].output.token_ids) == arrived         # exactly the tokens that arrived
+    emitted = [token for step in last["trace"].steps for token in step.emitted]
+    assert [token.id for token in emitted] == arrived
+    # A token whose text the dead server could not give reads ⟨id⟩ (none is dropped for want of its text).
+    assert all(token.text == f"⟨{token.id}⟩" for token in emitted if token.text.startswith("⟨"))
+
+    monkeypatch.setattr(stream_module, "stream_post", original)
+    message, _ = updates_until_error(Handlers(handlers.runner, min_interval=0.0), last["trace"], doomed.url)
+    assert f"No vLLM server answers at {doomed.url}" in message
