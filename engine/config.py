@@ -17,6 +17,11 @@ NGRAM_DRAFTER = "ngram"         # prompt lookup proposes them; as a draft refere
 DRAFTERS = (MODEL_DRAFTER, NGRAM_DRAFTER)
 DTYPES = ("float32", "bfloat16", "float16")
 TARGET_DTYPES = ("auto",) + DTYPES                # auto: bfloat16 on CUDA (its tensor cores), float32 elsewhere
+# load_pair's target_dtype for "bfloat16 where it pays": on a CPU that computes bfloat16 natively (AVX-512 BF16
+# or AMX) the target runs in bfloat16 on the prepacked path, elsewhere float32 with the reason in the load's
+# progress (engine/runtime/cpu/native_bf16.py); bfloat16 on a GPU. Greedy output then equals target-only
+# decoding of that same bfloat16 target, a different claim from a float32 target's.
+NATIVE_BF16 = "bfloat16-native"
 REDUCED_PRECISION = ("bfloat16", "float16")     # target dtypes whose rounding flips near ties more often
 # int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
 # on CUDA, else float32). The target decides every token, so a draft dtype never changes the output (Exactness).
@@ -113,6 +118,8 @@ class SpecConfig:
     target_kernel: str = ""
     engine: str = ""                 # "" = SpecViz's own engine; else the server that ran it, e.g. "vllm 0.32.0"
                                      # (docs/architecture.md §10: no p, q, draws or phase times then)
+    engine_note: str = ""            # with `engine`: one sentence on how SpecViz checked the server's drafting method
+                                     # against what it does, or why it could not (engine/vllm/server_info.py)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.k, int) and 1 <= self.k <= MAX_K, f"k must be an integer from 1 to {MAX_K}, got {self.k!r}")
@@ -178,10 +185,11 @@ class SpecConfig:
         return not self.carryover or self.cutoff_mode != "truncate" or self.draft_temperature >= 0
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as plain values; `engine` only when another engine ran (files read as before)."""
+        """The fields as plain values; `engine` and `engine_note` only when set (files read as before)."""
         values = dataclasses.asdict(self)
-        if not values["engine"]:
-            del values["engine"]
+        for name in ("engine", "engine_note"):
+            if not values[name]:
+                del values[name]
         return values
 
     def replace(self, **changes: Any) -> "SpecConfig":

@@ -113,7 +113,8 @@ def target_label(token: TargetToken) -> str:
 
 def config_words(config: SpecConfig) -> str:
     """'vLLM 0.32.0 at http://… · target … (float32) · draft model (the server's) · k = 3, the server's
-    setting · greedy · …': what the run was, as far as the engine says."""
+    setting · greedy · …', then how SpecViz checked the server's drafting method (or why it could not): what the
+    run was, as far as the engine says."""
     where = config.device.removeprefix("vLLM server ").strip()
     drafter = ("n-gram prompt lookup" + (f" ({config.ngram_min}-{config.ngram_max} grams)" if config.ngram_max else "")
                if config.drafter == NGRAM_DRAFTER else f"draft model {config.draft or '(the server’s)'}")
@@ -121,4 +122,4 @@ def config_words(config: SpecConfig) -> str:
     sampling = "greedy" if config.is_greedy else f"temperature {config.temperature:g}, top-p {config.top_p:g}"
     return (f"{engine_name(config)}{f' at {where}' if where else ''} · target {config.target or '?'} ({dtype}) · "
             f"{drafter} · k = {config.k}, the server's setting · {sampling} · max {config.max_new_tokens} new tokens"
-            f" · seed {config.seed}")
+            f" · seed {config.seed}" + (f". {config.engine_note}" if config.engine_note else ""))

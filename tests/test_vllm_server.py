@@ -78,13 +78,18 @@ def test_a_chat_prompt_goes_through_the_servers_template(tiny_vllm) -> None:
 def test_the_app_runs_a_server_like_any_pair(tiny_vllm) -> None:
     """app.py's EngineRunner: a ModelChoice naming the server streams through the same Generation."""
     from app import EngineRunner
+    from specviz.other_engine import config_words
     from specviz.serving.runner import ModelChoice, RunnerError, RunRequest
     runner = EngineRunner(device="cpu")
     request = RunRequest(ModelChoice(server=tiny_vllm.url), "abc", SpecConfig(k=K, max_new_tokens=12, raw=True))
     generation = runner.start(request, lambda fraction, message: None)
     while not generation.is_done:
         generation.step()
-    assert Trace.from_json(generation.trace().to_json()).output.token_ids == generation.trace().output.token_ids
+    saved = Trace.from_json(generation.trace().to_json())
+    assert saved.output.token_ids == generation.trace().output.token_ids
+    # How SpecViz checked the server's method travels with the trace and is said where the page names the run.
+    checked = "Checked: the server drafted after a context with no repeat, as a draft model does."
+    assert saved.config.engine_note == checked and config_words(saved.config).endswith(checked)
     wrong = RunRequest(ModelChoice(server=tiny_vllm.url), "abc", SpecConfig(k=K, top_k=4, raw=True))
     with pytest.raises(RunnerError, match="top_k"):
         runner.start(wrong, lambda fraction, message: None)

@@ -19,11 +19,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NGRAM_DRAFTER, resolve_target_dtype
+from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NATIVE_BF16, NGRAM_DRAFTER, resolve_target_dtype
 from engine.decode.pair import ModelPair
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.runtime.cpu.kernels import can_quantize_int8
 from engine.runtime.cpu.kernel_probe import probe_int8
+from engine.runtime.cpu.native_bf16 import cpu_target_dtype
 from engine.loading.speed_up import speed_up
 from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file
 from engine.loading.hub import hub_access, is_hub_id
@@ -60,6 +61,8 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     (engine/runtime/cpu/kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
     On CUDA the target loads in bfloat16 unless `target_dtype` names another ("auto"), and both
     models' static-cache forwards are captured as CUDA graphs (engine/loading/speed_up.py).
+    `target_dtype="bfloat16-native"` (engine.config.NATIVE_BF16) runs a bfloat16 target where the CPU
+    computes bfloat16 natively, else float32, and says why in the progress (engine/runtime/cpu/native_bf16.py).
 
     `before_weights` is called once every check that needs no weights has passed (device,
     dtypes, references, tokenizers), right before the weights load: a cache that must free
@@ -68,6 +71,9 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     before_weights = before_weights or (lambda: None)
     torch_device = resolve_device(device)
     draft_dtype = resolve_draft_dtype(draft_dtype, torch_device)
+    if target_dtype == NATIVE_BF16:
+        target_dtype, reason = cpu_target_dtype() if torch_device.type == "cpu" else ("bfloat16", None)
+        report(0.01, f"a float32 target: {reason}" if reason else "a bfloat16 target: this CPU computes bfloat16 natively")
     target_dtype = resolve_target_dtype(target_dtype, torch_device.type)
     draft_torch_dtype, target_torch_dtype = _dtype(draft_dtype, "draft"), _dtype(target_dtype, "target")
     if draft_dtype == "int8" and torch_device.type != "cpu":

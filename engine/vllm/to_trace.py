@@ -37,8 +37,8 @@ def external_config(info: ServerInfo, config: SpecConfig, ngram_lookup: tuple[in
     lookup = ngram_lookup or (config.ngram_min, config.ngram_max)
     return config.replace(k=info.k or config.k, drafter=info.drafter, target=info.root, draft="",
                           device=f"vLLM server {info.address}", draft_dtype=info.dtype, target_dtype=info.dtype,
-                          engine=info.engine, cache="dynamic", adaptive_k=False, tree_nodes=0,
-                          confidence_threshold=0.0, ngram_min=lookup[0], ngram_max=lookup[1],
+                          engine=info.engine, engine_note=info.method_note, cache="dynamic", adaptive_k=False,
+                          tree_nodes=0, confidence_threshold=0.0, ngram_min=lookup[0], ngram_max=lookup[1],
                           draft_kernel="", target_kernel="")
 
 
