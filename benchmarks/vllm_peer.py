@@ -138,7 +138,8 @@ class Request:
 def request(info: ServerInfo, prompt_ids: list[int], config: SpecConfig, read_timeout_s: float = 600.0) -> Request:
     """One streamed completion, read to its end: the emitted ids and vLLM's per-request metrics. The
     read timeout is long: on a loaded machine vLLM's engine can pause for over a minute."""
-    stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config), read_timeout_s)
+    body = completion_body(info.model, list(prompt_ids), config, info.cpu_sampler_fix)
+    stream = CompletionStream(info, body, read_timeout_s)
     chunks = list(stream)
     ids = tuple(token for chunk in chunks for token in chunk.token_ids)
     sizes = drafted = None

@@ -1,8 +1,9 @@
 """The values of the run controls, and their translation into a validated RunRequest.
 
 A run on a vLLM server (`preset == VLLM_SERVER`, the address in `server`) is refused, in one
-sentence, the settings the server cannot honour: token trees, adaptive k, top-k (vLLM 0.32's
-speculation crashes on it) and the target-only comparison (docs/architecture.md §10).
+sentence, the settings the server cannot honour: token trees, adaptive k and the target-only comparison;
+top-k is for the server's probe to decide (vLLM 0.32's speculation crashes on it unless the server runs
+SpecViz's CPU sampler fix: engine/vllm/stream.py `completion_body`; docs/architecture.md §10).
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ def check_server_run(request: RunRequest) -> None:
     config = request.config
     refusals = [(config.tree_nodes > 0, "token trees (set tree nodes to 0)"),
                 (config.adaptive_k, "adaptive k (its k is the server's own)"),
-                (config.top_k > 0, "top-k (vLLM 0.32's speculation crashes on it; set top-k to 0)"),
                 (request.with_baseline, "the target-only comparison (untick it)")]
     for refused, what in refusals:
         if refused:

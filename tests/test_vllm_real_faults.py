@@ -1,6 +1,6 @@
-"""Faults on real vLLM servers (issue #38, item 4), through the Run tab's handlers and app.py's real
-EngineRunner, on the tiny random pair (tests/vllm_session.py): a server without speculation, and a server
-killed in the middle of a run. The replayed server (tests/test_ui_vllm_faults.py) keeps the cases whose timing
+"""Faults on real vLLM servers (issue #38, items 4 and 7), through the Run tab's handlers and app.py's real
+EngineRunner, on the tiny random pair (tests/vllm_session.py): a server without speculation, top-k on a server
+with SpecViz's CPU sampler fix (and refused on one without), and a server killed in the middle of a run. The replayed server (tests/test_ui_vllm_faults.py) keeps the cases whose timing
 it must control (a silent server); these two need no timing: the first is refused before anything streams, and
 the second is killed at an exact point, the moment the run's first chunk reaches SpecViz.
 
@@ -19,6 +19,7 @@ import pytest
 import engine.vllm.stream as stream_module
 from app import EngineRunner
 from control_values import controls, progress
+from engine.vllm.server_info import FIX_NAME
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.runner import VLLM_SERVER
@@ -30,13 +31,14 @@ BUDGET = 400        # far more tokens than a run makes between its first chunk a
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    """A tiny server without speculation and a speculative one to kill (each its own start: about 20 s)."""
+    """A tiny server without speculation and a speculative one with the CPU sampler fix, killed last (each its own
+    start: about 20 s)."""
     from engine.vllm.server import vllm_python
     if vllm_python() is None:
         pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
     from vllm_session import start_tiny_server
     plain = start_tiny_server(tmp_path_factory.mktemp("vllm-plain"), "none")
-    doomed = start_tiny_server(tmp_path_factory.mktemp("vllm-doomed"), "draft_model")
+    doomed = start_tiny_server(tmp_path_factory.mktemp("vllm-doomed"), "draft_model", fix_cpu_sampler=True)
     yield plain, doomed
     plain.server.stop()
     doomed.server.stop()
@@ -63,6 +65,20 @@ def test_a_server_without_speculation_is_refused_in_one_sentence_and_the_shown_t
     message, updates = updates_until_error(Handlers(handlers.runner, min_interval=0.0), shown, plain.url)
     assert "runs without speculative decoding: start it with --speculative-config" in message
     assert all(update["trace"] is shown or isinstance(update["trace"], dict) for update in updates)
+
+
+def test_top_k_runs_on_a_server_with_the_cpu_sampler_fix_and_is_refused_on_one_without(servers, tiny_vllm):
+    _, fixed = servers
+    handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
+    values = controls(preset=VLLM_SERVER, server=fixed.url, prompt="abc", k=3, max_new_tokens=16, seed=0,
+                      temperature=0.8, top_k=5)
+    last = [dict(zip(NAMES, u)) for u in handlers.run(None, False, None, *values, progress=progress)][-1]["trace"]
+    assert last.complete and last.split is None and last.config.top_k == 5
+    assert last.config.engine == f"vllm 0.32.0 + {FIX_NAME}" and len(last.output.token_ids) == 16
+    shipped = controls(preset=VLLM_SERVER, server=tiny_vllm.url, prompt="abc", k=3, max_new_tokens=8, seed=0,
+                       temperature=0.8, top_k=5)
+    with pytest.raises(gr.Error, match=r"Top-k is off for this vLLM server: .*--fix-cpu-sampler"):
+        list(Handlers(handlers.runner, min_interval=0.0).run(None, False, None, *shipped, progress=progress))
 
 
 def test_a_server_killed_mid_run_ends_it_in_one_sentence_keeping_exactly_what_arrived(servers, monkeypatch):

@@ -91,7 +91,8 @@ def test_the_app_runs_a_server_like_any_pair(tiny_vllm) -> None:
     checked = "Checked: the server drafted after a context with no repeat, as a draft model does."
     assert saved.config.engine_note == checked and config_words(saved.config).endswith(checked)
     wrong = RunRequest(ModelChoice(server=tiny_vllm.url), "abc", SpecConfig(k=K, top_k=4, raw=True))
-    with pytest.raises(RunnerError, match="top_k"):
+    with pytest.raises(RunnerError, match=r"Top-k is off for this vLLM server: .* unless it runs SpecViz's fix "
+                                          r"\(scripts/vllm.sh start --fix-cpu-sampler\)"):
         runner.start(wrong, lambda fraction, message: None)
 
 

@@ -80,7 +80,8 @@ class VllmGeneration:
                             f"server's context of {info.max_model_len} tokens: shorten one.")
         self.prompt = TextTokens(prompt, prompt_ids)
         self._texts = TokenTexts(info, self._session)
-        self._stream = CompletionStream(info, completion_body(info.model, list(prompt_ids), config), read_timeout_s)
+        body = completion_body(info.model, list(prompt_ids), config, info.cpu_sampler_fix)
+        self._stream = CompletionStream(info, body, read_timeout_s)
         self._chunks: list[StreamChunk] = []
         self._iterator: Iterator[StreamChunk] = iter(self._stream)
         self._returned = 0              # steps handed out by step()

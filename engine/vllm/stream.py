@@ -90,14 +90,20 @@ def speculative_payload(data: dict[str, Any]) -> Any:
     return found
 
 
-def completion_body(model: str, prompt: list[int] | str, config: SpecConfig) -> dict[str, Any]:
-    """The streamed /v1/completions request for `config` (one sequence; the per-step arrays need it)."""
-    if config.top_k:
-        raise VllmError("Top-k is off for vLLM servers: vLLM 0.32's speculative sampler crashes its engine on "
-                        "top_k (set top-k to 0).")
-    return {"model": model, "prompt": prompt, "max_tokens": config.max_new_tokens,
+def completion_body(model: str, prompt: list[int] | str, config: SpecConfig,
+                    sampler_fixed: bool = False) -> dict[str, Any]:
+    """The streamed /v1/completions request for `config` (one sequence; the per-step arrays need it). Top-k goes
+    only to a server running SpecViz's CPU sampler fix (`sampler_fixed`: ServerInfo.cpu_sampler_fix)."""
+    if config.top_k and not sampler_fixed:
+        raise VllmError("Top-k is off for this vLLM server: vLLM 0.32's speculative sampler crashes its engine on "
+                        "top_k, unless it runs SpecViz's fix (scripts/vllm.sh start --fix-cpu-sampler); set top-k "
+                        "to 0.")
+    body = {"model": model, "prompt": prompt, "max_tokens": config.max_new_tokens,
             "temperature": config.temperature, "top_p": config.top_p, "seed": config.seed, "n": 1,
             "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True}
+    if config.top_k:
+        body["top_k"] = config.top_k
+    return body
 
 
 class CompletionStream:
