@@ -43,6 +43,15 @@ DATA_FIGURES = [
     ("docs/architecture.md", "(at most {} s, the process's first run", "vllm-first-step.json",
      "first_chunk_to_first_step_s/max", ".2f"),
     ("docs/architecture.md", "first run; {} runs on a loaded", "vllm-first-step.json", "first_chunk_to_first_step_s/n", "d"),
+    ("docs/benchmark.md", 'after "abc" at T = {}, 3000', "vllm-cpu-sampler-fix-law.json", "temperature", "g"),
+    ("docs/benchmark.md", "a total variation of {} from the exact law as shipped", "vllm-cpu-sampler-fix-law.json",
+     "rows/1/total_variation", ".3f"),
+    ("docs/benchmark.md", "as shipped, {} with the fix", "vllm-cpu-sampler-fix-law.json", "rows/0/total_variation",
+     ".3f"),
+    ("docs/benchmark.md", "with the fix and {} sampling the target", "vllm-cpu-sampler-fix-law.json",
+     "rows/2/total_variation", ".4f"),
+    ("docs/benchmark.md", "sampling noise alone gives {}, so", "vllm-cpu-sampler-fix-law.json",
+     "sampling_noise_total_variation", ".3f"),
 ]
 
 # Numbers that are not measurements, by the words around them (a regex matched at the figure's line).
