@@ -88,3 +88,17 @@ def test_the_default_pair_in_bf16_greedy_equals_its_own_bf16_target_only():
     config = SpecConfig(k=5, max_new_tokens=32, temperature=0.0)
     assert _differences(pair, config, ["Write a Python function that reverses a string.",
                                        "def fibonacci(n):"]) == []
+
+
+def test_the_page_says_a_bf16_targets_identity_is_with_itself_and_float32s_is_another_claim():
+    """The Run tab's settings line (specviz/run/output_view.py) on a real greedy trace of a bfloat16 target."""
+    import dataclasses
+    from engine.loading.tiny import build_tiny_pair
+    from specviz.run.output_view import _config_line
+    pair = build_tiny_pair(seed=0, dtype=torch.bfloat16)
+    trace = SpeculativeEngine(pair).generate("hello", SpecConfig(k=2, max_new_tokens=4))
+    line = _config_line(trace)
+    assert "(bfloat16)" in line and "this same bfloat16 target" in line and "a different claim" in line
+    as_float32 = dataclasses.replace(trace, config=trace.config.replace(target_dtype="float32"))
+    sampled = dataclasses.replace(trace, config=trace.config.replace(temperature=0.7))
+    assert "a different claim" not in _config_line(as_float32) and "a different claim" not in _config_line(sampled)

@@ -26,3 +26,11 @@ def describe_kernel(name: str) -> str:
     if not name:
         return "not recorded"
     return KERNEL_DESCRIPTIONS.get(name, name)
+
+
+def target_dtype_words(dtype: str) -> str:
+    """What a target dtype means for greedy identity, a few words for the page; "" for float32 or unknown."""
+    if dtype not in ("bfloat16", "float16"):
+        return ""
+    return (f"greedy identity is with target-only decoding of this same {dtype} target, near ties aside; "
+            "a float32 target's identity is a different claim")

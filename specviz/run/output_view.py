@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.config import MAX_K, NGRAM_DRAFTER
-from engine.runtime.kernel_names import describe_kernel
+from engine.runtime.kernel_names import describe_kernel, target_dtype_words
 from engine.metrics import (TreeCounts, expected_speedup, expected_tokens_per_step, steady_speedup, tree_counts,
                             verify_cost)
 from engine.formats.trace import Trace
@@ -220,5 +220,7 @@ def _config_line(trace: Trace) -> str:
                       (("target", config.target_kernel), ("draft", config.draft_kernel)) if name)
     cache = (" · static KV cache (sized once; a cut moves its write pointer)" if config.cache == "static"
              else " · dynamic KV cache")
+    dtype_words = target_dtype_words(config.target_dtype)
+    dtype_words = f" · {dtype_words}" if dtype_words and config.is_greedy else ""
     return (f"target {config.target or '?'} ({config.target_dtype or '?'}) · {drafter} · {k} · {sampling}"
-            f" · max {config.max_new_tokens} new tokens · seed {config.seed}{cache}{kernels}")
+            f" · max {config.max_new_tokens} new tokens · seed {config.seed}{cache}{kernels}{dtype_words}")
