@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.configurations import SUITES, selected
+from benchmarks.configurations import SUITES, TARGET_ONLY, selected
 from benchmarks.figure import write_figure
 from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row
@@ -46,6 +46,7 @@ from engine.cli.machine import describe_machine, machine_record, provenance
 from engine.config import SpecConfig
 from engine.vllm.transport import VllmError
 
+BF16_PAIR = "bf16-target"       # benchmarks/configurations.py PAIRS: the int8 draft on a bf16 target where native
 CPU_REPEATS = 1      # a CPU run of the default rows takes about 10 minutes already
 GPU_REPEATS = 3      # a GPU row takes seconds: each (row, prompt) is the median of three, after the warm-up
 
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> dict:
     for temperature in args.temperatures:
         base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
         reference = None
+        target_only: dict[str, object] = {}          # pair -> its target-only outputs (greedy identity of its target)
         measured: list[tuple[Row, object]] = []
         for configuration in configurations:
             name = configuration.label(args.k)
@@ -83,6 +85,10 @@ def run(args: argparse.Namespace) -> dict:
                 row.identical = True if temperature == 0 else None
                 if temperature == 0:
                     greedy_reference = outputs
+            if configuration.kind == TARGET_ONLY:
+                target_only[configuration.pair] = outputs
+            if configuration.pair == BF16_PAIR and temperature == 0:     # the same bf16 target's own output
+                row.identical = outputs == target_only.get(BF16_PAIR)
             rows.append(row)
             measured.append((row, configuration))
         table += [table_row(row, configuration, rows, args.k, suite) for row, configuration in measured]
@@ -91,6 +97,8 @@ def run(args: argparse.Namespace) -> dict:
                **provenance(args.argv), "machine": describe_machine(), "cpu": cpu | {"load_average_after": machine_record()["load_average"]},
                "repeats": args.repeats, "k": args.k,
                "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
+    if BF16_PAIR in pairs:
+        results["bf16_target"] = bf16_target_record(pairs[BF16_PAIR].target_dtype)
     if peer is not None:
         results["vllm"] = peer
     costs = [pair.device_costs.to_dict() for pair in pairs.values() if pair.device_costs is not None]
@@ -102,6 +110,24 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
+
+
+def bf16_target_record(target_dtype: str) -> dict:
+    """The bf16-target rows' dtype, why float32 ran instead where it did, and what their "identical" means."""
+    from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+    return {"target_dtype": target_dtype, "fallback_reason": native_bf16_refusal() if target_dtype != "bfloat16" else None,
+            "claim": f"greedy rows on this pair are compared with target-only decoding of the same {target_dtype} "
+                     "target; identity with the float32 target's output is a different claim"}
+
+
+def bf16_target_line(results: dict) -> str:
+    """One sentence under the table on the bf16-target rows, or "" when they did not run."""
+    record = results.get("bf16_target")
+    if not record:
+        return ""
+    ran = f"The bf16-target rows ran a {record['target_dtype']} target"
+    why = f" ({record['fallback_reason']})" if record.get("fallback_reason") else ""
+    return f"{ran}{why}; {record['claim']}."
 
 
 def _wants_peer(args: argparse.Namespace, suite) -> bool:
@@ -220,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(startup_line(results["startup"]))
     if results.get("vllm"):
         print(peer_line(results))
+    if results.get("bf16_target"):
+        print(bf16_target_line(results))
     print(closing_note(results))
     return 0
 

@@ -21,6 +21,9 @@ PAIRS = {
     "plain": {"draft_dtype": "float32", "target_dtype": "float32", "prepack": False},
     "bf16-draft": {"draft_dtype": "bfloat16", "target_dtype": "float32", "prepack": False},
     "fast": {"draft_dtype": "int8", "target_dtype": "float32"},
+    # the default's int8 draft beside a bfloat16 prepacked target where the CPU computes bfloat16 natively
+    # (engine/runtime/cpu/native_bf16.py); elsewhere the loader keeps float32 and the JSON says why
+    "bf16-target": {"draft_dtype": "int8", "target_dtype": "bfloat16-native"},
 }
 DERIVED = "fp32-draft-fast-target"      # the plain pair's float32 draft on the fast pair's prepacked target
 
@@ -28,6 +31,9 @@ REFERENCE_STOCK = "target-only, stock fp32 target"
 REFERENCE_SAME_KERNELS = "target-only, prepacked fp32 target"
 ASSISTED_SAME_K = "transformers assisted (stock fp32 pair), k={k}"
 FAST = "SpecViz fast (int8 draft, prepacked fp32 target)"
+# Its greedy rows are checked against target-only decoding of the same bfloat16 target, not the stock fp32 one.
+REFERENCE_BF16_TARGET = "target-only, prepacked bf16 target (where native)"
+BF16_TARGET = "SpecViz, int8 draft, prepacked bf16 target (where native)"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ CONFIGURATIONS: list[Configuration] = [
     Configuration(FAST + ", k=8, confidence 0.5", "fast", changes={"k": 8, "confidence_threshold": 0.5}),
     Configuration(FAST + ", recorder off, adaptive k", "fast", changes={"adaptive_k": True}, detailed_trace=False),
     Configuration(FAST + ", adaptive k", "fast", changes={"adaptive_k": True}, default=True, headline=True),
+    Configuration(REFERENCE_BF16_TARGET, "bf16-target", TARGET_ONLY),
+    Configuration(BF16_TARGET + ", k={k}", "bf16-target"),
     *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
                     changes={"tree_nodes": nodes, "tree_branch": branch}) for nodes, branch in ((8, 2), (16, 3), (32, 4))),
 ]
