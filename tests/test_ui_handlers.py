@@ -23,6 +23,7 @@ from specviz.controls import Controls
 from specviz.figures.acceptance import WHILE_LIVE
 from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
+from engine.vllm.server_info import FIX_NAME
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns
 from specviz.serving.runner import CUSTOM
 from specviz.style import FigureStyle
@@ -240,6 +241,19 @@ def test_a_recorded_run_is_offered_and_sets_the_controls():
     with pytest.raises(gr.Error, match="no recorded trace named"):
         runs.show("missing.json", False, None)
     assert [name for _, name in RecordedRuns(DemoTrace(greedy, "g.json")).choices()] == ["g.json"]
+
+
+def test_a_recorded_vllm_run_names_its_server_in_its_label_and_status():
+    greedy = make_trace([4, 1, 0])
+    served = dataclasses.replace(greedy, config=greedy.config.replace(engine="vllm 0.32.0"))
+    fixed = dataclasses.replace(greedy, config=greedy.config.replace(
+        engine=f"vllm 0.32.0 + {FIX_NAME}", temperature=0.7))
+    runs = RecordedRuns(DemoTrace(greedy, "g.json", choices=(("v.json", served), ("f.json", fixed))))
+    assert runs.choices() == [("vLLM 0.32.0 · greedy (T = 0) · k = 4 · 3 steps", "v.json"),
+                              ("vLLM 0.32.0, CPU sampler fixed · sampled (T = 0.7) · k = 4 · 3 steps", "f.json")]
+    status = dict(zip(NAMES, runs.show("v.json", False, None)[:len(NAMES)]))["status"]
+    assert "a run of a vLLM 0.32.0 server (greedy, 3 steps), drawn from what the server reported" in status
+    assert "record the same request with SpecViz's own engine" in status
 
 
 def test_upload_replays_a_trace_and_rejects_bad_files():
