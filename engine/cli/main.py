@@ -1,5 +1,6 @@
 """Command line: `python -m engine run` generates one trace, `python -m engine sweep`
-runs a k x temperature grid. Every bad input is one line on stderr and exit code 2."""
+runs a k x temperature grid, `python -m engine load` a concurrency grid on vLLM servers
+(engine/cli/load.py). Every bad input is one line on stderr and exit code 2."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Sequence
 
 from engine.cli.arguments import (UsageError, add_generation_options, add_model_options, config_from_args,
                                   load_pair_from_args)
+from engine.cli.load import add_load_parser, command_load
 from engine.cli.report import format_summary
 from engine.cli.sweep import command_sweep
 from engine.config import MODEL_DRAFTER, ConfigError
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated token-tree node budgets, 0 = a chain (default: --tree-nodes)")
     sweep.add_argument("--out", type=Path, default=Path("sweep"), help="output path stem: writes STEM.csv and STEM.json")
     sweep.set_defaults(handler=command_sweep)
+    add_load_parser(commands, command_load)
     return parser
 
 

@@ -1,0 +1,210 @@
+"""A load run (`specviz.load/1`, engine/formats/load_format.py) read back strictly: a person may
+upload any file, so anything off is one LoadFormatError naming the field. Numbers must lie where a
+recorded run can put them (times and speeds finite and never negative, percentiles in order, a
+request's send <= first token <= done, accepted <= drafted); the grid is exactly `settings.levels`
+on two servers, the speculative one first; the speculative server's levels carry acceptance, counters
+and each request's trace (a whole specviz.trace/2, read by the trace reader), the baseline's none;
+a level's output tokens are its requests'. The whole document is returned as read. Torch-free."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from engine.config import MAX_TEMPERATURE
+from engine.formats.json_document import parse_json, read_document
+from engine.formats.trace import Trace, TraceFormatError
+from engine.formats.load_format import LOAD_SCHEMA, MAX_LOAD_BYTES, METHODS, LoadFormatError
+
+SPREAD = ("p50", "p90", "p99")
+COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+
+
+def _fail(where: str, what: str) -> LoadFormatError:
+    return LoadFormatError(f"{where}: {what}")
+
+
+def _get(data: dict[str, Any], key: str, where: str) -> Any:
+    if key not in data:
+        raise _fail(f"{where}.{key}" if where else key, "missing")
+    return data[key]
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(where, "must be an object")
+    return value
+
+
+def _list(value: Any, where: str, least: int = 0) -> list[Any]:
+    if not isinstance(value, list) or len(value) < least:
+        raise _fail(where, f"must be a list of at least {least} entries" if least else "must be a list")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(where, "must be a string")
+    return value
+
+
+def _integer(value: Any, where: str, least: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise _fail(where, f"must be a whole number of at least {least}")
+    return value
+
+
+def _number(value: Any, where: str, least: float = 0.0, most: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < least or (most is not None and value > most):
+        bound = f"between {least} and {most}" if most is not None else f"at least {least}"
+        raise _fail(where, f"must be a finite number {bound}")
+    return float(value)
+
+
+def _spread(value: Any, where: str) -> None:
+    value = _object(value, where)
+    numbers = [_number(_get(value, key, where), f"{where}.{key}") for key in SPREAD]
+    if numbers != sorted(numbers):
+        raise _fail(where, "its percentiles must not fall (p50 <= p90 <= p99)")
+
+
+def _check_pair(pair: Any) -> None:
+    pair = _object(pair, "pair")
+    _text(_get(pair, "target", "pair"), "pair.target")
+    draft = _get(pair, "draft", "pair")
+    if draft is not None:
+        _text(draft, "pair.draft")
+    if _get(pair, "method", "pair") not in METHODS:
+        raise _fail("pair.method", f"must be one of {', '.join(METHODS)}")
+    _integer(_get(pair, "k", "pair"), "pair.k", 1)
+    _text(_get(pair, "dtype", "pair"), "pair.dtype")
+
+
+def _check_settings(settings: Any) -> dict[str, Any]:
+    settings = _object(settings, "settings")
+    _number(_get(settings, "temperature", "settings"), "settings.temperature", 0.0, MAX_TEMPERATURE)
+    _integer(_get(settings, "max_tokens", "settings"), "settings.max_tokens", 1)
+    levels = _list(_get(settings, "levels", "settings"), "settings.levels", 1)
+    for i, level in enumerate(levels):
+        _integer(level, f"settings.levels[{i}]", 1)
+    prompts = _list(_get(settings, "prompts", "settings"), "settings.prompts", 1)
+    for i, prompt in enumerate(prompts):
+        _text(prompt, f"settings.prompts[{i}]")
+    return settings
+
+
+def _check_acceptance(value: Any, where: str) -> None:
+    value = _object(value, where)
+    drafted = _integer(_get(value, "drafted", where), f"{where}.drafted")
+    accepted = _integer(_get(value, "accepted", where), f"{where}.accepted")
+    if accepted > drafted:
+        raise _fail(f"{where}.accepted", "must not exceed drafted")
+    rate, tau = _get(value, "rate", where), _get(value, "tau", where)
+    if rate is not None:
+        _number(rate, f"{where}.rate", 0.0, 1.0)
+    if tau is not None:
+        _number(tau, f"{where}.tau", 1.0)
+
+
+def _check_counters(value: Any, where: str) -> None:
+    value = _object(value, where)
+    for key in COUNTERS:
+        _integer(_get(value, key, where), f"{where}.{key}")
+    for i, count in enumerate(_list(_get(value, "accepted_per_pos", where), f"{where}.accepted_per_pos")):
+        _integer(count, f"{where}.accepted_per_pos[{i}]")
+
+
+def _check_request(request: Any, where: str, prompts: int, speculative: bool) -> int:
+    request = _object(request, where)
+    index = _integer(_get(request, "prompt_index", where), f"{where}.prompt_index")
+    if index >= prompts:
+        raise _fail(f"{where}.prompt_index", f"must name one of the {prompts} prompts")
+    times = [_number(_get(request, key, where), f"{where}.{key}") for key in ("sent_s", "first_token_s", "done_s")]
+    if times != sorted(times):
+        raise _fail(where, "its times must not fall (sent_s <= first_token_s <= done_s)")
+    tokens = _integer(_get(request, "output_tokens", where), f"{where}.output_tokens", 1)
+    if "first_chunk_tokens" in request and not 1 <= _integer(request["first_chunk_tokens"],
+                                                             f"{where}.first_chunk_tokens", 1) <= tokens:
+        raise _fail(f"{where}.first_chunk_tokens", "must not exceed output_tokens")
+    trace = _get(request, "trace", where)
+    if not speculative:
+        if trace is not None:
+            raise _fail(f"{where}.trace", "must be null on the server without speculation")
+        return tokens
+    try:
+        Trace.from_dict(trace)
+    except TraceFormatError as error:
+        raise _fail(f"{where}.trace", f"not a trace ({error})") from None
+    return tokens
+
+
+def _check_level(level: Any, where: str, concurrency: int, prompts: int, speculative: bool) -> None:
+    level = _object(level, where)
+    if _integer(_get(level, "concurrency", where), f"{where}.concurrency", 1) != concurrency:
+        raise _fail(f"{where}.concurrency", f"must be {concurrency}, as settings.levels says")
+    wall = _number(_get(level, "wall_s", where), f"{where}.wall_s")
+    tokens = _integer(_get(level, "output_tokens", where), f"{where}.output_tokens")
+    aggregate = _number(_get(level, "aggregate_tokens_per_s", where), f"{where}.aggregate_tokens_per_s")
+    if wall > 0 and not math.isclose(aggregate, tokens / wall, rel_tol=1e-6):
+        raise _fail(f"{where}.aggregate_tokens_per_s", "must be output_tokens / wall_s")
+    _spread(_get(level, "latency_s", where), f"{where}.latency_s")
+    _spread(_get(level, "first_token_s", where), f"{where}.first_token_s")
+    speed = _get(level, "tokens_per_s_per_request", where)
+    if speed is not None:
+        speed = _object(speed, f"{where}.tokens_per_s_per_request")
+        for key in ("p50", "mean"):
+            _number(_get(speed, key, f"{where}.tokens_per_s_per_request"), f"{where}.tokens_per_s_per_request.{key}")
+    for key in ("acceptance", "counters_before", "counters_after"):
+        value = _get(level, key, where)
+        if not speculative and value is not None:
+            raise _fail(f"{where}.{key}", "must be null on the server without speculation")
+        if speculative:
+            (_check_acceptance if key == "acceptance" else _check_counters)(value, f"{where}.{key}")
+    requests = _list(_get(level, "requests", where), f"{where}.requests")
+    if len(requests) != concurrency:
+        raise _fail(f"{where}.requests", f"must hold {concurrency} requests, one per concurrent stream")
+    if sum(_check_request(r, f"{where}.requests[{i}]", prompts, speculative) for i, r in enumerate(requests)) != tokens:
+        raise _fail(f"{where}.output_tokens", "must be the sum of its requests' output tokens")
+
+
+def parse_load(data: Any) -> dict[str, Any]:
+    """The document, checked (LoadFormatError naming the first bad field)."""
+    data = _object(data, "the load document")
+    if data.get("format") != LOAD_SCHEMA:
+        raise _fail("format", f"must be {LOAD_SCHEMA!r}")
+    for key in ("created", "command", "commit"):
+        _text(_get(data, key, ""), key)
+    _object(_get(data, "machine", ""), "machine")
+    _check_pair(_get(data, "pair", ""))
+    settings = _check_settings(_get(data, "settings", ""))
+    servers = _list(_get(data, "servers", ""), "servers")
+    if len(servers) != 2:
+        raise _fail("servers", "must hold exactly two servers: with speculation, then without")
+    for s, (server, speculative) in enumerate(zip(servers, (True, False))):
+        where = f"servers[{s}]"
+        server = _object(server, where)
+        if _get(server, "speculative", where) is not speculative:
+            raise _fail(f"{where}.speculative", f"must be {str(speculative).lower()}")
+        _text(_get(server, "version", where), f"{where}.version")
+        _text(_get(server, "model", where), f"{where}.model")
+        if "address" in server:
+            _text(server["address"], f"{where}.address")
+        if server.get("k") is not None or (speculative and "k" in server):
+            _integer(server["k"], f"{where}.k", 1)
+        levels = _list(_get(server, "levels", where), f"{where}.levels")
+        if len(levels) != len(settings["levels"]):
+            raise _fail(f"{where}.levels", f"must hold the {len(settings['levels'])} levels of settings.levels")
+        for i, (level, concurrency) in enumerate(zip(levels, settings["levels"])):
+            _check_level(level, f"{where}.levels[{i}]", concurrency, len(settings["prompts"]), speculative)
+    return data
+
+
+def parse_load_json(text: str | bytes) -> dict[str, Any]:
+    return parse_load(parse_json(text, MAX_LOAD_BYTES, LoadFormatError, "load document"))
+
+
+def read_load(path: str | Path) -> dict[str, Any]:
+    """The checked document in `path` (LoadFormatError: one sentence; OSError when it cannot be read)."""
+    return parse_load_json(read_document(path, MAX_LOAD_BYTES, LoadFormatError, "load document"))
