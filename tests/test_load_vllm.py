@@ -1,0 +1,136 @@
+"""engine/load/ on real tiny vLLM servers (tests/vllm_session.py): the session's speculative server and one
+without speculation, levels 1, 2, 4 at a few tokens each. Oracles: each request's trace holds the tokens the
+server sent and its accepted counts sum, over a level, to the server's own /metrics counters' delta (the
+levels run one after another, so the delta is exactly that level's requests); the level's figures are the
+plain computation over its requests; the server without speculation is a baseline, not an error; an answer
+that is not vLLM's is refused in one sentence. The document the CLI writes passes the strict reader."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import statistics
+import threading
+
+import pytest
+
+from engine.cli.main import main
+from engine.config import SpecConfig
+from engine.formats.load_reader import read_load
+from engine.formats.trace import Trace
+from engine.load.runner import run_server
+from engine.vllm.transport import VllmError
+
+pytestmark = pytest.mark.vllm
+LEVELS = (1, 2, 4)
+PROMPTS = ("abc abc abc", "hello there", "def f(x):")
+CONFIG = SpecConfig(temperature=0.0, max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """The tiny pair served without speculation (its own start: about 20 s)."""
+    from engine.vllm.server import vllm_python
+    if vllm_python() is None:
+        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+    from vllm_session import start_tiny_server
+    started = start_tiny_server(tmp_path_factory.mktemp("vllm-plain-load"), "none")
+    yield started
+    started.server.stop()
+
+
+@pytest.fixture(scope="module")
+def measured(tiny_vllm, plain):
+    return (run_server(tiny_vllm.url, PROMPTS, LEVELS, CONFIG),
+            run_server(plain.url, PROMPTS, LEVELS, CONFIG))
+
+
+def check_figures(level: dict) -> None:
+    requests = level["requests"]
+    assert len(requests) == level["concurrency"]
+    assert [r["prompt_index"] for r in requests] == [i % len(PROMPTS) for i in range(level["concurrency"])]
+    assert min(r["sent_s"] for r in requests) == 0.0
+    assert level["wall_s"] == pytest.approx(max(r["done_s"] for r in requests))
+    assert level["output_tokens"] == sum(r["output_tokens"] for r in requests)
+    assert level["aggregate_tokens_per_s"] == pytest.approx(level["output_tokens"] / level["wall_s"])
+    latencies = sorted(r["done_s"] - r["sent_s"] for r in requests)
+    firsts = sorted(r["first_token_s"] - r["sent_s"] for r in requests)
+    assert level["latency_s"]["p50"] == pytest.approx(statistics.median(latencies))
+    assert level["first_token_s"]["p50"] == pytest.approx(statistics.median(firsts))
+    assert level["latency_s"]["p99"] <= latencies[-1] + 1e-12 and level["latency_s"]["p90"] >= latencies[0]
+    speeds = [(r["output_tokens"] - r["first_chunk_tokens"]) / (r["done_s"] - r["first_token_s"]) for r in requests
+              if r["done_s"] > r["first_token_s"] and r["output_tokens"] > r["first_chunk_tokens"]]
+    if speeds:
+        assert level["tokens_per_s_per_request"]["mean"] == pytest.approx(statistics.fmean(speeds))
+
+
+def test_speculative_levels_match_the_servers_own_counters(measured):
+    speculative, _ = measured
+    assert speculative["speculative"] is True and speculative["k"] == 3
+    assert [level["concurrency"] for level in speculative["levels"]] == list(LEVELS)
+    for level in speculative["levels"]:
+        check_figures(level)
+        accepted = drafted = 0
+        for request in level["requests"]:
+            trace = Trace.from_dict(request["trace"])
+            assert trace.complete and trace.split is None
+            assert len(trace.output.token_ids) == request["output_tokens"] == CONFIG.max_new_tokens
+            assert [t.id for step in trace.steps for t in step.emitted] == list(trace.output.token_ids)
+            accepted += sum(step.num_accepted for step in trace.steps)
+            drafted += sum(step.k for step in trace.steps)
+        before, after = level["counters_before"], level["counters_after"]
+        delta_accepted = after["num_accepted_tokens"] - before["num_accepted_tokens"]
+        delta_drafted = after["num_draft_tokens"] - before["num_draft_tokens"]
+        assert (accepted, drafted) == (delta_accepted, delta_drafted) == \
+            (level["acceptance"]["accepted"], level["acceptance"]["drafted"])
+        steps = after["num_drafts"] - before["num_drafts"]
+        assert level["acceptance"]["tau"] == pytest.approx(1 + accepted / steps)
+
+
+def test_the_server_without_speculation_is_a_baseline(measured):
+    _, baseline = measured
+    assert baseline["speculative"] is False and baseline["k"] is None
+    for level in baseline["levels"]:
+        check_figures(level)
+        assert level["acceptance"] is None and level["counters_before"] is None and level["counters_after"] is None
+        assert all(r["trace"] is None and r["output_tokens"] == CONFIG.max_new_tokens for r in level["requests"])
+
+
+def test_an_answer_that_is_not_vllms_is_refused_in_one_sentence():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"hello": "world"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(VllmError) as caught:
+            run_server(f"http://127.0.0.1:{server.server_address[1]}", PROMPTS, LEVELS, CONFIG)
+    finally:
+        server.shutdown()
+    assert "not a vLLM server" in str(caught.value) and str(caught.value).count(". ") == 0
+
+
+def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, plain, tmp_path, capsys):
+    out = tmp_path / "load.json"
+    assert main(["load", "--server", tiny_vllm.url, "--nospec-server", plain.url, "--levels", "1,2",
+                 "--max-tokens", "4", "--out", str(out)]) == 0
+    document = read_load(out)
+    assert [server["speculative"] for server in document["servers"]] == [True, False]
+    assert document["settings"]["levels"] == [1, 2] and document["pair"]["k"] == 3
+    printed = capsys.readouterr().out
+    assert "aggregate speedup N=1:" in printed and f"wrote {out}" in printed
+    # the servers swapped: refused in one line, nothing written
+    swapped = tmp_path / "swapped.json"
+    assert main(["load", "--server", plain.url, "--nospec-server", tiny_vllm.url, "--levels", "1",
+                 "--max-tokens", "2", "--out", str(swapped)]) == 2
+    assert not swapped.exists()
+    assert "runs without speculation" in capsys.readouterr().err
