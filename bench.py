@@ -153,7 +153,7 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
     configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype,
-                                         args.vllm_bindings)
+                                         args.vllm_bindings, args.vllm_fix_cpu_sampler)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
     logs = Path(tempfile.mkdtemp(prefix="specviz-vllm-bench-"))         # the servers' logs, kept after the run
@@ -203,6 +203,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated: auto (vLLM's own core binding), all (every core); each gets its rows")
     parser.add_argument("--vllm-probabilistic", action="store_true",
                         help="also vLLM's draft-model row with draft_sample_method 'probabilistic'")
+    parser.add_argument("--vllm-fix-cpu-sampler", action="store_true",
+                        help="every vLLM server runs SpecViz's CPU sampler fix (vLLM #55005: as shipped its T > 0 "
+                             "speculative rows do not follow the target's law); each row says so")
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = GPU_REPEATS if (args.suite or args.device) == "cuda" else CPU_REPEATS

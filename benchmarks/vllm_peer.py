@@ -18,6 +18,12 @@ float32 rows are expected identical), optionally draft-model speculation with vL
 tokens go to an emitted-tokens document (engine/audit/runs.py) and, at T > 0, through the audit
 (engine/audit/): the row's "marked" count is how many tokens the target would sample less than
 once in a million.
+
+`--vllm-fix-cpu-sampler` starts every server with SpecViz's fix of vLLM 0.32's CPU sampler
+(plugins/vllm_cpu_sampler_fix, vLLM #55005: as shipped, its speculative sampling at T > 0 does not
+follow the target's law): each row's name says "CPU sampler fixed", and its `cpu_sampler_fix` and
+`engine` say what the server's own /metrics gauge reported; a server asked for the fix that does not
+report it serves no rows.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from benchmarks.table import tokens_per_step
 from engine.audit.runs import EmittedRun
 from engine.config import SpecConfig
 from engine.vllm.server import RunningServer, ServerSpec, start_server
-from engine.vllm.server_info import ServerInfo, probe
+from engine.vllm.server_info import FIX_NAME, ServerInfo, probe
 from engine.vllm.transport import VllmError
 from engine.vllm.stream import CompletionStream, SpecMetrics, completion_body
 from engine.vllm.ngram import DEFAULT_LOOKUP
@@ -72,13 +78,15 @@ class PeerConfiguration:
     threads: int
     draft_sample_method: str = "greedy"
     bind_cores: str = ""             # "" = vLLM's own binding (one core kept for its API process)
+    fix_cpu_sampler: bool = False    # the server runs SpecViz's CPU sampler fix (plugins/vllm_cpu_sampler_fix)
 
     def label(self, k: int) -> str:
         what = METHOD_WORDS[self.method] + ("" if self.method == "none" else f", k={k}")
         sampling = ", probabilistic drafts" if self.draft_sample_method != "greedy" else ""
         cores = f" on cores {self.bind_cores}" if self.bind_cores else ""
+        fixed = ", CPU sampler fixed" if self.fix_cpu_sampler else ""
         return (f"vLLM {what}{sampling} ({DTYPE_WORDS.get(self.dtype, self.dtype)}, "
-                f"{self.threads} thread{'s' * (self.threads != 1)}{cores})")
+                f"{self.threads} thread{'s' * (self.threads != 1)}{cores}{fixed})")
 
     @property
     def speculative(self) -> bool:
@@ -87,32 +95,35 @@ class PeerConfiguration:
     def spec(self, target: str, draft: str | None, k: int, max_model_len: int) -> PeerServerSpec:
         return PeerServerSpec(target=target, draft=draft if self.method == "draft_model" else None, method=self.method,
                               k=k, dtype=self.dtype, max_model_len=max_model_len, threads=self.threads,
-                              draft_sample_method=self.draft_sample_method, bind_cores=self.bind_cores)
+                              draft_sample_method=self.draft_sample_method, bind_cores=self.bind_cores,
+                              fix_cpu_sampler=self.fix_cpu_sampler)
 
 
 BINDINGS = ("auto", "all")        # vLLM's own core binding (one core kept for its API process), or every core
 
 
 def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE,
-                        bindings: tuple[str, ...] = ("auto",)) -> list[PeerConfiguration]:
+                        bindings: tuple[str, ...] = ("auto",), fix_cpu_sampler: bool = False) -> list[PeerConfiguration]:
     """The identity row (float32 target-only, at the first thread count and binding), then per thread
     count and binding target-only, draft model and n-gram in `dtype` (and probabilistic drafts when
     asked). Binding "all": a count of n threads computes on cores 0..n-1 (vLLM's own binding, "auto",
-    keeps one free)."""
+    keeps one free). `fix_cpu_sampler`: every server runs SpecViz's CPU sampler fix."""
     def bound(count: int, binding: str) -> str:
         if binding == "auto":
             return ""
         return f"0-{count - 1}" if count > 1 else "0"
-    first = PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0], bindings[0]))
+    first = PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0], bindings[0]),
+                              fix_cpu_sampler=fix_cpu_sampler)
     chosen = [first]
     for count in threads:
         for binding in bindings:
             cores = bound(count, binding)
-            chosen += [configuration for configuration in (PeerConfiguration(method, dtype, count, bind_cores=cores)
+            chosen += [configuration for configuration in (PeerConfiguration(method, dtype, count, bind_cores=cores,
+                                                                             fix_cpu_sampler=fix_cpu_sampler)
                                                            for method in ("none", "draft_model", "ngram"))
                        if configuration != first]
             if probabilistic:
-                chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic", cores))
+                chosen.append(PeerConfiguration("draft_model", dtype, count, "probabilistic", cores, fix_cpu_sampler))
     return chosen
 
 
@@ -122,7 +133,8 @@ class PeerRow:
 
     row: Row
     configuration: PeerConfiguration
-    engine: str = ""                 # "vllm 0.32.0"
+    engine: str = ""                 # "vllm 0.32.0" (+ the fix's name when the server reported it ran)
+    cpu_sampler_fix: bool = False    # the server's /metrics gauge says SpecViz's CPU sampler fix ran in it
     marked: int | None = None        # audit: tokens the target gives under 1e-6 (T > 0 rows)
     expected_marked: float | None = None
 
@@ -184,15 +196,25 @@ def measure_peer(peer: PeerRow, info: ServerInfo, prompts: dict[str, list[int]],
 
 def serve(configuration: PeerConfiguration, target: str, draft: str | None, k: int, log: Path,
           max_model_len: int = 1024) -> tuple[RunningServer, ServerInfo]:
-    """Start the configuration's server and probe it (the probe's request is the warm-up's first)."""
+    """Start the configuration's server and probe it (the probe's request is the warm-up's first); a server
+    asked for the CPU sampler fix that does not report it running is stopped and refused."""
     server = start_server(configuration.spec(target, draft, k, max_model_len), log)
     try:
         info = probe(server.address, method=configuration.method if configuration.speculative else "draft_model",
                      dtype=configuration.dtype, timeout_s=600)      # a loaded machine's first request is slow
+        check_fix(configuration, info)
     except Exception:
         server.stop()
         raise
     return server, info
+
+
+def check_fix(configuration: PeerConfiguration, info: ServerInfo) -> None:
+    """Refuse, in one sentence, a server whose /metrics does not say the CPU sampler fix ran when the
+    configuration asked for it (its rows would be labelled fixed and measure vLLM as shipped)."""
+    if configuration.fix_cpu_sampler and not info.cpu_sampler_fix:
+        raise VllmError(f"The vLLM server at {info.address} was started for the {FIX_NAME} but its /metrics does "
+                        f"not report it running: see its log.")
 
 
 def warm_up(info: ServerInfo, prompt_ids: list[int], k: int) -> None:
@@ -216,7 +238,7 @@ def peer_table_row(peer: PeerRow, rows: list[Row], k: int, suite: Suite = SUITES
     return {"name": row.name, "temperature": row.temperature, "headline": False, "peer": "vllm",
             "engine": peer.engine, "method": peer.configuration.method, "dtype": peer.configuration.dtype,
             "threads": peer.configuration.threads, "bind_cores": peer.configuration.bind_cores,
-            "draft_sample_method": peer.configuration.draft_sample_method,
+            "draft_sample_method": peer.configuration.draft_sample_method, "cpu_sampler_fix": peer.cpu_sampler_fix,
             "tokens_per_s": round(row.tokens_per_s, 2), "speedup": ratio(suite.reference_stock),
             "vs_same_kernels": ratio(suite.reference_same_kernels),
             "code_speedup": ratio(suite.reference_stock, code=True), "vs_assisted": ratio(suite.assisted_same_k.format(k=k)),
@@ -282,7 +304,7 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
             warm_up(info, next(iter(prompts.values())), base.k)
             for temperature in temperatures:
                 print(f"  T={temperature:g} {label}", file=sys.stderr)
-                peer, runs = PeerRow(Row(label, temperature), configuration, info.engine), []
+                peer, runs = PeerRow(Row(label, temperature), configuration, info.engine, info.cpu_sampler_fix), []
                 measure_peer(peer, info, prompts, base.replace(temperature=temperature), repeats,
                              reference if temperature == 0 else None, runs)
                 if audit_pair is not None and temperature > 0:
@@ -294,7 +316,8 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
                 measured.emitted += runs
         finally:
             server.stop()
-        measured.servers.append(server_entry | {"engine": info.engine, "startup_s": round(server.startup_s, 1)})
+        measured.servers.append(server_entry | {"engine": info.engine, "cpu_sampler_fix": info.cpu_sampler_fix,
+                                                "startup_s": round(server.startup_s, 1)})
     return measured
 
 

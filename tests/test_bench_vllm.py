@@ -1,10 +1,13 @@
 """bench.py's vLLM rows (benchmarks/vllm_peer.py) against a real vLLM server on the tiny random pair
 (float32, draft model k = 3; tests/vllm_session.py): the row's structure, vLLM's reported counts
 against the tokens it streamed, and the identity field against SpecViz's own target-only decoding on
-the same weights (the oracle: vLLM's float32 greedy output equals it token for token). Without a
+the same weights (the oracle: vLLM's float32 greedy output equals it token for token); a run with the CPU
+sampler fix on its own real fixed server (one start), its row fixed by the server's /metrics gauge. Without a
 server: the table's peer columns and the ratio to vLLM's best speculative row."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -15,6 +18,7 @@ from benchmarks.vllm_peer import (PeerConfiguration, PeerRow, add_vs_best_peer, 
                                   peer_table_row)
 from engine.config import SpecConfig
 from engine.decode.speculative import SpeculativeEngine
+from engine.vllm.server import FIX_ENV
 
 K = 3
 
@@ -115,6 +119,11 @@ def test_the_configurations_hold_one_float32_identity_row_and_each_method_per_th
     assert [(c.method, c.dtype, c.bind_cores) for c in both] == [
         ("none", "float32", ""), ("none", "bfloat16", ""), ("draft_model", "bfloat16", ""), ("ngram", "bfloat16", ""),
         ("none", "bfloat16", "0-1"), ("draft_model", "bfloat16", "0-1"), ("ngram", "bfloat16", "0-1")]
+    fixed = peer_configurations([2], probabilistic=True, fix_cpu_sampler=True)    # every server of the run
+    assert [dataclasses.replace(c, fix_cpu_sampler=False) for c in fixed] == peer_configurations([2], True)
+    assert all(c.spec("t", "d", 5, 512).environment()[FIX_ENV] == "1" and c.label(5).endswith(", CPU sampler fixed)")
+               for c in fixed)
+    assert FIX_ENV not in chosen[0].spec("t", "d", 5, 512).environment()
 
 
 def test_a_configuration_that_cannot_serve_costs_its_rows_not_the_run(monkeypatch, tmp_path):
@@ -135,3 +144,44 @@ def test_a_configuration_that_cannot_serve_costs_its_rows_not_the_run(monkeypatc
                                                                 "no such folder."] * len(configurations)
     line = vllm_peer.peer_line({"vllm": {"engine": "", "servers": measured.servers, "specviz_threads": 2}})
     assert line.count("did not serve: The vLLM server exited with 1") == len(configurations)
+
+
+@pytest.mark.vllm
+def test_a_fixed_run_samples_on_a_server_whose_metrics_say_fixed_and_every_saved_row_says_so(tmp_path, monkeypatch,
+                                                                                             tiny_vllm):
+    """bench.py --vllm-fix-cpu-sampler: run_peer starts the configuration's real server with SpecViz's CPU sampler
+    fix (tiny pair, eager as the test servers run: tests/vllm_session.py), its T = 0.7 row is measured there, and
+    the row, its name and the server entry say fixed from the server's own /metrics gauge. A server asked for the
+    fix that does not report it (the session's shipped server) is refused in one sentence."""
+    import benchmarks.vllm_peer as vllm_peer
+    from engine.vllm.server import start_server
+    from engine.vllm.server_info import FIX_NAME, probe
+    from engine.vllm.transport import VllmError
+    from vllm_session import EAGER, STARTUP_TIMEOUT_S, save_tiny_pair, tiny_pair
+    save_tiny_pair(tmp_path)
+    started = []
+
+    def eager(spec, log):
+        started.append(spec)
+        return start_server(dataclasses.replace(spec, extra_args=spec.extra_args + EAGER), log,
+                            timeout_s=STARTUP_TIMEOUT_S)
+    monkeypatch.setattr(vllm_peer, "start_server", eager)
+    (configuration,) = [c for c in peer_configurations([2], dtype="float32", fix_cpu_sampler=True)
+                        if c.method == "draft_model"]
+    measured = vllm_peer.run_peer([configuration], str(tmp_path / "target"), str(tmp_path / "draft"),
+                                  {"abc": tiny_pair().encode_prompt("abc")}, [0.7],
+                                  SpecConfig(k=K, max_new_tokens=16, seed=0), 1, None, tmp_path)
+    assert [spec.fix_cpu_sampler for spec in started] == [True]
+    (server,) = measured.servers
+    assert "error" not in server, server["error"]
+    assert server["cpu_sampler_fix"] is True and server["engine"] == f"vllm 0.32.0 + {FIX_NAME}"
+    (peer,) = measured.peers
+    row = peer_table_row(peer, [], K)
+    assert row["temperature"] == 0.7 and row["cpu_sampler_fix"] is True and row["engine"] == server["engine"]
+    assert row["name"] == "vLLM draft model, k=3 (fp32, 2 threads, CPU sampler fixed)"
+    assert 0 < peer.row.tokens <= 16 and peer.row.drafted > 0
+
+    shipped = probe(tiny_vllm.url, method="draft_model", dtype="float32")
+    with pytest.raises(VllmError, match=r"^The vLLM server at .* does not report it running: see its log\.$"):
+        vllm_peer.check_fix(configuration, shipped)
+    vllm_peer.check_fix(dataclasses.replace(configuration, fix_cpu_sampler=False), shipped)
