@@ -259,8 +259,7 @@ def ratio_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.
 
 
 def _ratio_words(which: str) -> str:
-    return ("the whole server's speed with speculation" if which == "aggregate" else
-            "one request's speed with speculation")
+    return "the whole server's speed with speculation" if which == "aggregate" else "one request's speed with speculation"
 
 
 def _pair_words(level: Level, which: str) -> str:
@@ -283,8 +282,8 @@ def acceptance_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -
          "x": [n * nudge[request.prompt_index] for n, request in points], "y": [request.rate for _, request in points],
          "marker": {"size": 8, "color": "rgba(0,0,0,0)", "line": {"color": COLORS["accepted"], "width": 1.5}},
          "customdata": [[n, request.prompt_index + 1, request.accepted, request.drafted] for n, request in points],
-         "hovertemplate": "N = %{customdata[0]} requests at once, this one on prompt %{customdata[1]}:<br>the target "
-                          "accepted %{customdata[2]} of its %{customdata[3]} drafted tokens (%{y:.0%})<br>" + CLICK
+         "hovertemplate": "N = %{customdata[0]} requests at once, this one on prompt %{customdata[1]}:<br>the target accepted "
+                          "%{customdata[2]} of its %{customdata[3]} drafted tokens (%{y:.0%})<br>" + CLICK
                           + "<extra></extra>"},
         _line(levels, [level.acceptance for level in levels], "the level's requests together", "acceptance",
               COLORS["accepted"], "solid", "circle",
