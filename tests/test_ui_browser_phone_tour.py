@@ -49,9 +49,8 @@ TITLES_JS = """(names) => {
         const drawn = texts.filter(t => new RegExp(name).test(t.textContent)).map(t => t.getBoundingClientRect());
         if (!drawn.length) return `"${name}" is not drawn`;
         const outside = drawn.filter(r => r.left < box.left - 1 || r.right > box.right + 1);
-        const r = outside[0];
-        return r ? `"${name}" runs past the screen's part of the tree (${Math.round(r.left)}-${Math.round(r.right)} ` +
-                   `px in ${Math.round(box.left)}-${Math.round(box.right)})` : '';
+        return outside.length ? `"${name}" runs past the screen's part of the tree (${Math.round(outside[0].left)}-` +
+                                `${Math.round(outside[0].right)} px in ${Math.round(box.left)}-${Math.round(box.right)})` : '';
     }).filter(problem => problem);
 }"""
 TREE_DRAWN_JS = """() => { const p = document.querySelector('#sv-lab-tree .js-plotly-plot');

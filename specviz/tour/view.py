@@ -1,8 +1,7 @@
 """The tour's HTML: an open button, and a sheet fixed to the bottom of the screen with "◀ Previous chapter", the
-chapter list, "Next chapter ▶" (named apart from the step scrubbers' "Next ▶"; a phone shows their arrows only,
-beside the chapter list, so the row stays one line), a link to the chapter and the chapter itself (its words, its
-question with the answer on reveal). Every chapter is in the page from the start; the controller (controller.py)
-shows one and sets its view."""
+chapter list, "Next chapter ▶" (named apart from the step scrubbers' "Next ▶"; a phone shows their arrows only, beside the
+chapter list, so the row stays one line), a link to the chapter and the chapter itself (its words, its question with the answer on reveal). Every
+chapter is in the page from the start; the controller (controller.py) shows one and sets its view."""
 
 from __future__ import annotations
 
