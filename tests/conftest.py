@@ -102,13 +102,22 @@ def shared_servers():
 def tiny_vllm(tmp_path_factory, shared_servers):
     """One real vLLM server for the whole session on the tiny random pair (tests/vllm_session.py);
     SPECVIZ_TEST_VLLM_URL reuses one already serving that pair (started by tests/vllm_session.py)."""
-    from vllm_session import TinyVllm, start_tiny_vllm
+    from vllm_session import TinyVllm, require_vllm, start_tiny_vllm
     if os.environ.get("SPECVIZ_TEST_VLLM_URL"):
         yield TinyVllm(None, None, os.environ["SPECVIZ_TEST_VLLM_URL"])
         return
-    from engine.vllm.server import vllm_python
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+    require_vllm()
     started = start_tiny_vllm(tmp_path_factory.mktemp("vllm"))
     shared_servers.add("tiny vLLM server", started.server)
+    yield started
+
+
+@pytest.fixture(scope="session")
+def tiny_plain_vllm(tmp_path_factory, shared_servers):
+    """The tiny pair served without speculation, once for the session: a baseline (tests/test_load_vllm.py) and a
+    server the page must refuse (tests/test_vllm_real_faults.py)."""
+    from vllm_session import require_vllm, start_tiny_server
+    require_vllm()
+    started = start_tiny_server(tmp_path_factory.mktemp("vllm-plain"), "none")
+    shared_servers.add("tiny vLLM server without speculation", started.server)
     yield started

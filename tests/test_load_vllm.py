@@ -28,21 +28,9 @@ CONFIG = SpecConfig(temperature=0.0, max_new_tokens=6)
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    """The tiny pair served without speculation (its own start: about 20 s)."""
-    from engine.vllm.server import vllm_python
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    from vllm_session import start_tiny_server
-    started = start_tiny_server(tmp_path_factory.mktemp("vllm-plain-load"), "none")
-    yield started
-    started.server.stop()
-
-
-@pytest.fixture(scope="module")
-def measured(tiny_vllm, plain):
+def measured(tiny_vllm, tiny_plain_vllm):
     return (run_server(tiny_vllm.url, PROMPTS, LEVELS, CONFIG),
-            run_server(plain.url, PROMPTS, LEVELS, CONFIG))
+            run_server(tiny_plain_vllm.url, PROMPTS, LEVELS, CONFIG))
 
 
 def check_figures(level: dict) -> None:
@@ -119,9 +107,9 @@ def test_an_answer_that_is_not_vllms_is_refused_in_one_sentence():
     assert "not a vLLM server" in str(caught.value) and str(caught.value).count(". ") == 0
 
 
-def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, plain, tmp_path, capsys):
+def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, tiny_plain_vllm, tmp_path, capsys):
     out = tmp_path / "load.json"
-    assert main(["load", "--server", tiny_vllm.url, "--nospec-server", plain.url, "--levels", "1,2",
+    assert main(["load", "--server", tiny_vllm.url, "--nospec-server", tiny_plain_vllm.url, "--levels", "1,2",
                  "--max-tokens", "4", "--out", str(out)]) == 0
     document = read_load(out)
     assert [server["speculative"] for server in document["servers"]] == [True, False]
@@ -130,7 +118,7 @@ def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, plain, tmp_path
     assert "aggregate speedup N=1:" in printed and f"wrote {out}" in printed
     # the servers swapped: refused in one line, nothing written
     swapped = tmp_path / "swapped.json"
-    assert main(["load", "--server", plain.url, "--nospec-server", tiny_vllm.url, "--levels", "1",
+    assert main(["load", "--server", tiny_plain_vllm.url, "--nospec-server", tiny_vllm.url, "--levels", "1",
                  "--max-tokens", "2", "--out", str(swapped)]) == 2
     assert not swapped.exists()
     assert "runs without speculation" in capsys.readouterr().err

@@ -54,13 +54,9 @@ def test_the_probe_contexts_separate_the_methods():
 @pytest.fixture(scope="module")
 def ngram_server(tmp_path_factory):
     """An n-gram server as `scripts/vllm.sh start --method ngram` makes one: vLLM's default lookup."""
-    from engine.vllm.server import vllm_python
-    from vllm_session import start_tiny_server
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    started = start_tiny_server(tmp_path_factory.mktemp("vllm-ngram"), "ngram")
-    yield started
-    started.server.stop()
+    from vllm_session import tiny_server
+    with tiny_server(tmp_path_factory.mktemp("vllm-ngram"), "ngram") as started:
+        yield started
 
 
 @pytest.mark.vllm
@@ -95,12 +91,8 @@ def test_a_default_ngram_server_is_drawn(ngram_server):
 @pytest.mark.vllm
 def test_a_server_without_the_per_step_arrays_is_refused_in_one_sentence(tmp_path):
     """--per-request-spec-decode-metrics summary: its requests that drafted come back without the arrays."""
-    from engine.vllm.server import vllm_python
-    from vllm_session import start_tiny_server
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    started = start_tiny_server(tmp_path, "ngram", spec_metrics="summary")
-    try:
+    from vllm_session import tiny_server
+    with tiny_server(tmp_path, "ngram", spec_metrics="summary") as started:
         info = probe(started.url, "ngram")
         assert info.k == 3 and info.detailed_metrics is False
         with pytest.raises(VllmError) as refused:
@@ -109,5 +101,3 @@ def test_a_server_without_the_per_step_arrays_is_refused_in_one_sentence(tmp_pat
                                       "--per-request-spec-decode-metrics detailed (scripts/vllm.sh does).")
         with pytest.raises(VllmError, match="does not report each step"):
             start_generation(started.url, "abc", SpecConfig(k=3, max_new_tokens=4), method="ngram")
-    finally:
-        started.server.stop()

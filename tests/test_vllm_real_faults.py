@@ -23,6 +23,7 @@ from engine.vllm.server_info import FIX_NAME
 from specviz.run.handlers import Handlers
 from specviz.run.views import Views
 from specviz.serving.runner import VLLM_SERVER
+from vllm_session import tiny_server
 
 pytestmark = pytest.mark.vllm
 NAMES = Views.names()
@@ -30,18 +31,10 @@ BUDGET = 400        # far more tokens than a run makes between its first chunk a
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """A tiny server without speculation and a speculative one with the CPU sampler fix, killed last (each its own
-    start: about 20 s)."""
-    from engine.vllm.server import vllm_python
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    from vllm_session import start_tiny_server
-    plain = start_tiny_server(tmp_path_factory.mktemp("vllm-plain"), "none")
-    doomed = start_tiny_server(tmp_path_factory.mktemp("vllm-doomed"), "draft_model", fix_cpu_sampler=True)
-    yield plain, doomed
-    plain.server.stop()
-    doomed.server.stop()
+def doomed(tmp_path_factory):
+    """A speculative tiny server with the CPU sampler fix, killed by the last test (its own start: about 20 s)."""
+    with tiny_server(tmp_path_factory.mktemp("vllm-doomed"), "draft_model", fix_cpu_sampler=True) as started:
+        yield started
 
 
 def updates_until_error(handlers: Handlers, shown, url: str, max_new_tokens: int = 8) -> tuple[str, list[dict]]:
@@ -56,21 +49,20 @@ def updates_until_error(handlers: Handlers, shown, url: str, max_new_tokens: int
     return message, updates
 
 
-def test_a_server_without_speculation_is_refused_in_one_sentence_and_the_shown_trace_stays(servers, tiny_vllm):
-    plain, _ = servers
+def test_a_server_without_speculation_is_refused_in_one_sentence_and_the_shown_trace_stays(tiny_plain_vllm,
+                                                                                              tiny_vllm):
     handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
     shown = [dict(zip(NAMES, u)) for u in handlers.run(None, False, None, *controls(
         preset=VLLM_SERVER, server=tiny_vllm.url, prompt="abc", k=3, max_new_tokens=6, seed=0),
         progress=progress)][-1]["trace"]
-    message, updates = updates_until_error(Handlers(handlers.runner, min_interval=0.0), shown, plain.url)
+    message, updates = updates_until_error(Handlers(handlers.runner, min_interval=0.0), shown, tiny_plain_vllm.url)
     assert "runs without speculative decoding: start it with --speculative-config" in message
     assert all(update["trace"] is shown or isinstance(update["trace"], dict) for update in updates)
 
 
-def test_top_k_runs_on_a_server_with_the_cpu_sampler_fix_and_is_refused_on_one_without(servers, tiny_vllm):
-    _, fixed = servers
+def test_top_k_runs_on_a_server_with_the_cpu_sampler_fix_and_is_refused_on_one_without(doomed, tiny_vllm):
     handlers = Handlers(EngineRunner(device="cpu"), min_interval=0.0)
-    values = controls(preset=VLLM_SERVER, server=fixed.url, prompt="abc", k=3, max_new_tokens=16, seed=0,
+    values = controls(preset=VLLM_SERVER, server=doomed.url, prompt="abc", k=3, max_new_tokens=16, seed=0,
                       temperature=0.8, top_k=5)
     last = [dict(zip(NAMES, u)) for u in handlers.run(None, False, None, *values, progress=progress)][-1]["trace"]
     assert last.complete and last.split is None and last.config.top_k == 5
@@ -81,8 +73,7 @@ def test_top_k_runs_on_a_server_with_the_cpu_sampler_fix_and_is_refused_on_one_w
         list(Handlers(handlers.runner, min_interval=0.0).run(None, False, None, *shipped, progress=progress))
 
 
-def test_a_server_killed_mid_run_ends_it_in_one_sentence_keeping_exactly_what_arrived(servers, monkeypatch):
-    _, doomed = servers
+def test_a_server_killed_mid_run_ends_it_in_one_sentence_keeping_exactly_what_arrived(doomed, monkeypatch):
     group = doomed.server.process.pid
     arrived: list[int] = []
     original = stream_module.stream_post

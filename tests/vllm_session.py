@@ -1,15 +1,18 @@
 """The real vLLM server the `vllm` tests share: the tiny random pair (engine/loading/tiny.py) saved to
 disk with its tokenizer, served once per test session (float32, draft_model k=3, detailed
 per-request metrics) by engine/vllm/server.py; stopped (its whole process group) at the end.
-`start_tiny_server` serves the same pair another way (an n-gram server, summary metrics, the CPU sampler fix).
+`start_tiny_server` serves the same pair another way (an n-gram server, summary metrics, the CPU sampler fix, none),
+`tiny_server` for one module.
 
 The pair is wider than tiny-random's default (vLLM's CPU attention wants a head size of 32 or more).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 TINY_SHAPE = {"hidden_size": 256, "num_layers": 2, "num_heads": 4}   # head size 64
 K = 3
@@ -42,6 +45,25 @@ def save_tiny_pair(folder: Path) -> None:
     for name, model in (("target", pair.target), ("draft", pair.draft)):
         model.save_pretrained(folder / name)
         pair.tokenizer.save_pretrained(folder / name)
+
+
+def require_vllm() -> None:
+    """Skip the test where there is no vLLM environment (under CI=true a skip fails the run: tests/conftest.py)."""
+    import pytest
+    from engine.vllm.server import vllm_python
+    if vllm_python() is None:
+        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
+
+
+@contextmanager
+def tiny_server(folder: Path, method: str, **options) -> Iterator[TinyVllm]:
+    """A tiny server for one module or test (`start_tiny_server`'s arguments), stopped when it ends."""
+    require_vllm()
+    started = start_tiny_server(folder, method, **options)
+    try:
+        yield started
+    finally:
+        started.server.stop()
 
 
 def start_tiny_vllm(folder: Path) -> TinyVllm:
