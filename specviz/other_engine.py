@@ -12,6 +12,7 @@ from __future__ import annotations
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import Trace
 from engine.records import DraftToken, TargetToken
+from engine.vllm.server_info import FIX_NAME
 
 UNKNOWN_MARK = "⬚"             # a drafted token the engine did not return: an empty dotted box, never a
                                # token's text ('?' is one: an accepted '?' looked like an unreturned draft)
@@ -22,6 +23,12 @@ def engine_name(config: SpecConfig) -> str:
     """'vLLM 0.32.0' for config.engine 'vllm 0.32.0' (any other engine as written)."""
     name, _, version = config.engine.partition(" ")
     return f"{'vLLM' if name.lower() == 'vllm' else name} {version}".strip()
+
+
+def server_name(config: SpecConfig) -> str:
+    """'vLLM 0.32.0', or 'vLLM 0.32.0, CPU sampler fixed' for a server that ran SpecViz's fix (ServerInfo.engine)."""
+    engine, fixed, _ = config.engine.partition(f" + {FIX_NAME}")
+    return engine_name(config.replace(engine=engine)) + (", CPU sampler fixed" if fixed else "")
 
 
 def short_name(config: SpecConfig) -> str:

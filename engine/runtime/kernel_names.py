@@ -8,6 +8,8 @@ fields existed has them empty, read as "not recorded".
 
 from __future__ import annotations
 
+from engine.config import REDUCED_PRECISION
+
 STOCK = "stock"                         # torch's own F.linear (MKL on a CPU; cuBLAS on a GPU)
 ONEDNN_PREPACKED = "onednn-prepacked"   # weights reordered once for oneDNN; float precision unchanged
 INT8_WEIGHT_ONLY = "int8-weight-only"   # int8 weights, a scale per output row, bfloat16 activations (drafts only)
@@ -30,7 +32,7 @@ def describe_kernel(name: str) -> str:
 
 def target_dtype_words(dtype: str) -> str:
     """What a target dtype means for greedy identity, a few words for the page; "" for float32 or unknown."""
-    if dtype not in ("bfloat16", "float16"):
+    if dtype not in REDUCED_PRECISION:
         return ""
     return (f"greedy identity is with target-only decoding of this same {dtype} target, near ties aside; "
             "a float32 target's identity is a different claim")

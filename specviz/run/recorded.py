@@ -1,6 +1,6 @@
 """The recorded runs the Run tab offers before any model loads (the default pair greedy and
-sampled, and the same pair on a vLLM server: assets/traces), and what choosing one shows: every view, and the controls set to the
-run's settings so that Run re-records what the page shows."""
+sampled, assets/traces; a run recorded from a vLLM server is labelled as the server's), and what choosing
+one shows: every view, and the controls set to the run's settings so that Run re-records what the page shows."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from engine.config import SpecConfig
 from engine.formats.trace import Trace
-from engine.vllm.server_info import FIX_NAME
 from specviz.assets import DemoTrace
-from specviz.other_engine import engine_name
+from specviz.other_engine import engine_name, server_name
 from specviz.serving.policy import Policy
 from specviz.run.views import render
 from specviz.style import FigureStyle
@@ -28,15 +26,8 @@ def choice_label(trace: Trace) -> str:
     config = trace.config
     rule = "greedy (T = 0)" if config.is_greedy else f"sampled (T = {config.temperature:g})"
     shape = f"tree of {config.tree_nodes} nodes, {config.k} deep" if config.is_tree else f"k = {config.k}"
-    return f"{engine_label(config)}{rule} · {shape} · {len(trace.steps)} steps"
-
-
-def engine_label(config: SpecConfig) -> str:
-    """'' for SpecViz's own runs; 'vLLM 0.32.0 · ' or 'vLLM 0.32.0, CPU sampler fixed · ' for a server's."""
-    if not config.is_external:
-        return ""
-    fixed = ", CPU sampler fixed" if FIX_NAME in config.engine else ""
-    return f"{engine_name(config.replace(engine=config.engine.split(' + ')[0]))}{fixed} · "
+    server = f"{server_name(config)} · " if config.is_external else ""
+    return f"{server}{rule} · {shape} · {len(trace.steps)} steps"
 
 
 def status_for(name: str, trace: Trace | None) -> str:
