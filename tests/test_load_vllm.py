@@ -116,6 +116,14 @@ def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, tiny_plain_vllm
     assert document["settings"]["levels"] == [1, 2] and document["pair"]["k"] == 3
     printed = capsys.readouterr().out
     assert "aggregate speedup N=1:" in printed and f"wrote {out}" in printed
+    # the forward probe ran on the server without speculation, up to the largest verify: 2 requests × (3 + 1)
+    probe = document["servers"][1]["forward_probe"]
+    assert probe["sizes"] == [1, 2, 4, 8] and all(len(times) == 3 and min(times) > 0 for times in probe["seconds"])
+    assert "forward probe  1 tok:" in printed and "batch cost model (calibrated at N=1): predicted N=1:" in printed
+    # --summary prints the saved run again, exactly as it went, without running anything
+    assert main(["load", "--summary", str(out)]) == 0
+    again = capsys.readouterr().out
+    assert [line for line in printed.splitlines() if not line.startswith("wrote")] == again.splitlines()
     # the servers swapped: refused in one line, nothing written
     swapped = tmp_path / "swapped.json"
     assert main(["load", "--server", tiny_plain_vllm.url, "--nospec-server", tiny_vllm.url, "--levels", "1",

@@ -1,6 +1,6 @@
 """Every uploaded file is refused with its bad field's path, or it renders completely: a systematic walk.
 
-Every field of every bundled trace, race and sweep file (assets/), and of a sampled trace that holds
+Every field of every bundled trace, race, sweep and load file (assets/), and of a sampled trace that holds
 every field a trace can (a baseline too), is set to each of twenty odd values (document_walk.ODD_VALUES:
 wrong types, NaN, infinities, huge and negative numbers, broken strings, empty containers) and
 deleted, one field at a time. Each damaged file goes
@@ -10,12 +10,14 @@ through its tab's upload handler, as the page sends it:
 - or accepted: then every view it reaches renders and serialises as Gradio sends it (figures as
   Plotly JSON, HTML as UTF-8): a trace's Run tab views at every step; a race's lanes; a sweep's
   heatmaps, theory and positions at every temperature, the settings panel, the trees section and
-  its downloads, at a phone's size (the most cramped layouts).
+  its downloads, at a phone's size (the most cramped layouts); a load run's charts, every level's
+  requests, and each request opened on the Run tab.
 
 A field added to a format later is walked the same way, so it cannot reopen the hole. Bundled traces
 are walked over their first steps (the fields are the same at every step; the whole files render in
-test_trace_fuzz.py, whose random damage also reaches the later places of a field); the sweeps and
-the race whole, each field at its first place.
+test_trace_fuzz.py, whose random damage also reaches the later places of a field); load runs over
+their first levels, each request's trace cut the same way; the sweeps and the race whole, each field
+at its first place.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import plotly.graph_objects as go
 import pytest
 
 from document_walk import DELETE, ODD_VALUES, fields, replaced, where
+from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
+from engine.formats.load_reader import parse_load_json
 from engine.formats.race import MAX_RACE_BYTES, Race, RaceFormatError
 from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
 from engine.formats.sweep_reader import SweepTable
@@ -39,6 +43,7 @@ from engine.metrics import BaselineStats
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR
 from specviz.explore.handlers import KS, ExploreHandlers
+from specviz.explore.load_view import LoadHandlers, request_choices
 from specviz.explore.settings import settings_note, settings_values
 from specviz.explore.trees import TreeHandlers
 from specviz.race.handlers import RaceHandlers
@@ -46,15 +51,17 @@ from specviz.run.handlers import Handlers
 from specviz.serving.uploads import parse_upload
 from trace_factory import make_trace
 
-FOLDERS = {"trace": "traces", "race": "races", "sweep": "sweeps"}
+FOLDERS = {"trace": "traces", "race": "races", "sweep": "sweeps", "load": "loads"}
 NOT_UPLOADS = ("examples.json", "prompts.json")     # the bundled JSON files that are no upload format
 TRACES = sorted((ASSETS_DIR / "traces").glob("*.json"))
 RACES = sorted((ASSETS_DIR / "races").glob("*.json"))
 SWEEPS = sorted(path for path in (ASSETS_DIR / "sweeps").glob("*.json") if path.name != "prompts.json")
+LOADS = sorted((ASSETS_DIR / "loads").glob("*.json"))
+LOAD_LEVELS = 2             # levels kept of a bundled load run (every request of each, each trace cut as above)
 TRACE_STEPS = 3             # steps kept of a bundled trace: the first (the prefill), a middle one, the last
 PHONE = (False, 300)        # the narrowest screen: every figure in its cramped layout
-REFUSED = re.compile(r"^Not a SpecViz (trace|race|sweep): (?P<why>[^\n]*\S)$")
-WHOLE_DOCUMENT = ("the document", "top level", "a JSON object", "schema")    # what a refusal of the root names
+REFUSED = re.compile(r"^Not a SpecViz (trace|race|sweep|load run): (?P<why>[^\n]*\S)$")
+WHOLE_DOCUMENT = ("the document", "the load document", "top level", "a JSON object", "schema")    # what a refusal of the root names
 
 
 def _shown(value: Any) -> None:
@@ -117,10 +124,28 @@ def sweep_views(data: bytes) -> None:
     table.to_csv()
 
 
+def read_load_run(data: bytes) -> Any:
+    return parse_upload(data, MAX_LOAD_BYTES, "load run", parse_load_json, LoadFormatError)
+
+
+def load_views(data: bytes) -> None:
+    """Explore's load section: the charts, every level's request list and every request opened (its trace
+    read by the Run tab's upload, as the Open button sends it)."""
+    handlers = LoadHandlers(None, "")
+    views = handlers.upload(data, *PHONE)
+    document = views[0]
+    _shown(views)
+    _shown(handlers.restyle(document, "", True, 1280))
+    for level in document["servers"][0]["levels"]:
+        _shown(handlers.select_level(document, level["concurrency"]))
+        for _, index in request_choices(document, level["concurrency"]):
+            trace_views(handlers.open_request(document, level["concurrency"], index).encode())
+
+
 # kind -> (its name in messages, what the reader makes of a file, every view of an accepted file)
 KINDS: dict[str, tuple[str, Callable[[bytes], Any], Callable[[bytes], None]]] = {
     "trace": ("trace", read_trace, trace_views), "race": ("race", read_race, race_views),
-    "sweep": ("sweep", read_sweep, sweep_views)}
+    "sweep": ("sweep", read_sweep, sweep_views), "load": ("load run", read_load_run, load_views)}
 
 
 # --- the documents ---------------------------------------------------------------------------------
@@ -133,11 +158,26 @@ def document(kind: str, name: str) -> str:
     path = ASSETS_DIR / FOLDERS[kind] / name
     if kind == "trace":
         return first_steps(Trace.load(path), TRACE_STEPS).to_json()
+    if kind == "load":
+        return json.dumps(cut_load(json.loads(path.read_text(encoding="utf-8"))))
     return path.read_text(encoding="utf-8")
 
 
+def cut_load(run: dict[str, Any]) -> dict[str, Any]:
+    """A load run cut to its first LOAD_LEVELS levels, each request's trace to its first steps (the fields are
+    the same at every level and request; the whole file reads in test_load_figures.py)."""
+    run["settings"]["levels"] = run["settings"]["levels"][:LOAD_LEVELS]
+    for server in run["servers"]:
+        server["levels"] = server["levels"][:LOAD_LEVELS]
+        for level in server["levels"]:
+            for request in level["requests"]:
+                if request["trace"] is not None:
+                    request["trace"] = first_steps(Trace.from_dict(request["trace"]), TRACE_STEPS).to_dict()
+    return run
+
+
 CASES = [("trace", "sampled"), *(("trace", path.name) for path in TRACES), *(("race", path.name) for path in RACES),
-         *(("sweep", path.name) for path in SWEEPS)]
+         *(("sweep", path.name) for path in SWEEPS), *(("load", path.name) for path in LOADS)]
 
 
 def walk(kind: str, name: str, within: tuple[str, ...] = ()) -> list[str]:
@@ -243,7 +283,9 @@ def test_the_error_names_the_damaged_field():
     """Spot checks of the paths the readers name, one per format."""
     cases = [("trace", "sampled", ("steps", 1, "draft", 0, "q"), "x", "steps[1].draft[0].q"),
              ("race", RACES[0].name, ("speculative", "steps", 2, "t_s"), -1, "speculative.steps[2].t_s"),
-             ("sweep", "qwen-coder.json", ("cells", 3, "draft_cost"), -0.5, "cells[3].draft_cost")]
+             ("sweep", "qwen-coder.json", ("cells", 3, "draft_cost"), -0.5, "cells[3].draft_cost"),
+             ("load", LOADS[0].name, ("servers", 1, "levels", 1, "requests", 0, "done_s"), -1,
+              "servers[1].levels[1].requests[0].done_s")]
     for kind, name, path, value, named in cases:
         data = json.dumps(replaced(json.loads(document(kind, name)), path, value)).encode()
         with pytest.raises(gr.Error) as refused:

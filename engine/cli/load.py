@@ -14,8 +14,10 @@ from typing import Any, Callable
 from engine.cli.arguments import UsageError
 from engine.cli.machine import machine_record, provenance
 from engine.config import SpecConfig
-from engine.formats.load_format import load_document, save_load
-from engine.load.runner import DEFAULT_LEVELS, run_server
+from engine.formats.load_format import LoadFormatError, load_document, save_load
+from engine.formats.load_reader import read_load
+from engine.load.batch_model import disagreements, document_model, why_sentence
+from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, run_server
 from engine.vllm.transport import VllmError
 
 DEFAULT_PROMPTS = ("Write a Python function that returns the n-th Fibonacci number.",
@@ -39,7 +41,9 @@ def add_load_parser(commands: Any, handler: Callable[[argparse.Namespace], int])
     load.add_argument("--max-tokens", type=int, default=32, help="new tokens per request")
     load.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     load.add_argument("--prompts", type=Path, help="JSON list of prompts or a text file with one per line")
-    load.add_argument("--out", type=Path, required=True, help="write the specviz.load/1 document here")
+    load.add_argument("--out", type=Path, help="write the specviz.load/1 document here")
+    load.add_argument("--summary", type=Path, help="print a saved load run's levels, crossover and batch cost model "
+                                                   "(runs nothing)")
     load.set_defaults(handler=handler)
 
 
@@ -78,12 +82,21 @@ def _started(args: argparse.Namespace, method: str, measure: Callable[[str], dic
     with tempfile.TemporaryDirectory() as folder:
         server = start_server(spec, Path(folder) / "server.log")
         try:
-            return measure(str(server.address))
+            return {**measure(str(server.address)), "threads": spec.threads}
         finally:
             server.stop()
 
 
 def command_load(args: argparse.Namespace) -> int:
+    if args.summary is not None:
+        try:
+            document = read_load(args.summary)
+        except (LoadFormatError, OSError) as error:
+            raise UsageError(f"cannot read {args.summary}: {getattr(error, 'strerror', None) or error}") from None
+        print("\n".join(summary_lines(document)))
+        return 0
+    if args.out is None:
+        raise UsageError("--out FILE is needed (or --summary FILE to print a saved run)")
     levels, prompts = _levels(args.levels), _prompts(args.prompts)
     if args.max_tokens < 1:
         raise UsageError("--max-tokens must be 1 or more")
@@ -99,7 +112,9 @@ def command_load(args: argparse.Namespace) -> int:
     try:
         for method, url in ((args.method, args.server), ("none", args.nospec_server)):
             def measure(address: str, method: str = method) -> dict[str, Any]:
-                return run_server(address, prompts, levels, config, args.method, print)
+                probe = max(levels) * (records[0]["k"] + 1) if records and records[0].get("k") else 0
+                return run_server(address, prompts, levels, config, args.method, lambda line: print(line, flush=True),
+                                  probe)
             record = measure(url) if urls else _started(args, method, measure)
             if record["speculative"] != (method != "none"):
                 raise UsageError(f"the server at {record['address']} runs "
@@ -119,9 +134,33 @@ def command_load(args: argparse.Namespace) -> int:
         save_load(document, args.out)
     except OSError as error:
         raise UsageError(f"cannot write {args.out}: {error.strerror}") from None
-    print(crossover_line(records))
+    print("\n".join(summary_lines(document)[len(levels) * 2 + ("forward_probe" in records[1]):]))
     print(f"wrote {args.out}")
     return 0
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """What a run printed as it went (each level, the probe), then its crossover and the batch cost model."""
+    spec, plain = document["servers"]
+    lines = [level_line(server["speculative"], level) for server in (spec, plain) for level in server["levels"]]
+    if plain.get("forward_probe"):
+        lines.insert(len(spec["levels"]), probe_line(plain["forward_probe"]))
+    lines.append(crossover_line([spec, plain]))
+    model = document_model(document)
+    if model is None:
+        return [*lines, "batch cost model: no forward probe in this run"]
+    measured = {a["concurrency"]: a["aggregate_tokens_per_s"] / b["aggregate_tokens_per_s"]
+                for a, b in zip(spec["levels"], plain["levels"]) if b["aggregate_tokens_per_s"] > 0}
+    predicted = model.crossover()
+    off = disagreements(model, measured)
+    lines.append(f"batch cost model (calibrated at N={model.calibrated_n}): predicted "
+                 + "  ".join(f"N={point.n}: {point.ratio:.2f}x" for point in model.points)
+                 + f"; crossover predicted {f'N={predicted.n}' if predicted else 'nowhere'}")
+    lines.append(why_sentence(model))
+    lines.append("model off by more than 15 % at " + ", ".join(f"N={n} ({p:.2f}x predicted, {m:.2f}x measured)"
+                                                              for n, p, m in off) if off else
+                 "model within 15 % of the measured ratio at every N")
+    return lines
 
 
 def crossover_line(records: list[dict[str, Any]]) -> str:

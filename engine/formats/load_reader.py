@@ -4,7 +4,8 @@ recorded run can put them (times and speeds finite and never negative, percentil
 request's send <= first token <= done, accepted <= drafted); the grid is exactly `settings.levels`
 on two servers, the speculative one first; the speculative server's levels carry acceptance, counters
 and each request's trace (a whole specviz.trace/2, read by the trace reader), the baseline's none;
-a level's output tokens are its requests'. The whole document is returned as read. Torch-free."""
+a level's output tokens are its requests'; the server without speculation may carry the forward probe
+(rising sizes, each with its timings). The whole document is returned as read. Torch-free."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from engine.config import MAX_TEMPERATURE
+from engine.config import MAX_K, MAX_TEMPERATURE
+from engine.formats.trace_fields import MAX_WHOLE, is_text
 from engine.formats.json_document import parse_json, read_document
 from engine.formats.trace import Trace, TraceFormatError
 from engine.formats.load_format import LOAD_SCHEMA, MAX_LOAD_BYTES, METHODS, LoadFormatError
@@ -44,14 +46,14 @@ def _list(value: Any, where: str, least: int = 0) -> list[Any]:
 
 
 def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _fail(where, "must be a string")
+    if not is_text(value):
+        raise _fail(where, "must be a string of valid Unicode (no lone surrogate)")
     return value
 
 
-def _integer(value: Any, where: str, least: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise _fail(where, f"must be a whole number of at least {least}")
+def _integer(value: Any, where: str, least: int = 0, most: int = MAX_WHOLE) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise _fail(where, f"must be a whole number from {least} to {most}")
     return value
 
 
@@ -70,6 +72,19 @@ def _spread(value: Any, where: str) -> None:
         raise _fail(where, "its percentiles must not fall (p50 <= p90 <= p99)")
 
 
+def _check_machine(machine: Any) -> None:
+    """machine_record()'s own shape is free; the fields a view shows are checked where present."""
+    machine = _object(machine, "machine")
+    if "cpu_model" in machine:
+        _text(machine["cpu_model"], "machine.cpu_model")
+    if "cores" in machine and machine["cores"] is not None:
+        _integer(machine["cores"], "machine.cores", 1, 1 << 20)
+    if machine.get("load_average") is not None:
+        loads = _list(machine["load_average"], "machine.load_average", 1)
+        for i, load in enumerate(loads):
+            _number(load, f"machine.load_average[{i}]")
+
+
 def _check_pair(pair: Any) -> None:
     pair = _object(pair, "pair")
     _text(_get(pair, "target", "pair"), "pair.target")
@@ -78,7 +93,7 @@ def _check_pair(pair: Any) -> None:
         _text(draft, "pair.draft")
     if _get(pair, "method", "pair") not in METHODS:
         raise _fail("pair.method", f"must be one of {', '.join(METHODS)}")
-    _integer(_get(pair, "k", "pair"), "pair.k", 1)
+    _integer(_get(pair, "k", "pair"), "pair.k", 1, MAX_K)
     _text(_get(pair, "dtype", "pair"), "pair.dtype")
 
 
@@ -140,6 +155,22 @@ def _check_request(request: Any, where: str, prompts: int, speculative: bool) ->
     return tokens
 
 
+def _check_probe(probe: Any, where: str) -> None:
+    """The forward probe: sizes rising from 1 token up, each with its timings (engine/load/forward_probe.py)."""
+    probe = _object(probe, where)
+    sizes = _list(_get(probe, "sizes", where), f"{where}.sizes", 1)
+    for i, size in enumerate(sizes):
+        _integer(size, f"{where}.sizes[{i}]", 1)
+    if sizes != sorted(set(sizes)):
+        raise _fail(f"{where}.sizes", "must rise, each size once")
+    seconds = _list(_get(probe, "seconds", where), f"{where}.seconds", 1)
+    if len(seconds) != len(sizes):
+        raise _fail(f"{where}.seconds", "must hold one list of timings per size")
+    for i, times in enumerate(seconds):
+        for j, value in enumerate(_list(times, f"{where}.seconds[{i}]", 1)):
+            _number(value, f"{where}.seconds[{i}][{j}]")
+
+
 def _check_level(level: Any, where: str, concurrency: int, prompts: int, speculative: bool) -> None:
     level = _object(level, where)
     if _integer(_get(level, "concurrency", where), f"{where}.concurrency", 1) != concurrency:
@@ -169,14 +200,29 @@ def _check_level(level: Any, where: str, concurrency: int, prompts: int, specula
         raise _fail(f"{where}.output_tokens", "must be the sum of its requests' output tokens")
 
 
+def _check_unicode(value: Any, where: str) -> None:
+    """Every key and string anywhere, free fields too, can go out as UTF-8 (JSON's \\ud800 escape reads into a lone
+    surrogate, which no page can send)."""
+    if isinstance(value, str):
+        _text(value, where or "the load document")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _text(key, f"{where}: a key" if where else "the load document: a key")
+            _check_unicode(item, f"{where}.{key}" if where else key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_unicode(item, f"{where}[{i}]")
+
+
 def parse_load(data: Any) -> dict[str, Any]:
     """The document, checked (LoadFormatError naming the first bad field)."""
     data = _object(data, "the load document")
+    _check_unicode(data, "")
     if data.get("format") != LOAD_SCHEMA:
         raise _fail("format", f"must be {LOAD_SCHEMA!r}")
     for key in ("created", "command", "commit"):
         _text(_get(data, key, ""), key)
-    _object(_get(data, "machine", ""), "machine")
+    _check_machine(_get(data, "machine", ""))
     _check_pair(_get(data, "pair", ""))
     settings = _check_settings(_get(data, "settings", ""))
     servers = _list(_get(data, "servers", ""), "servers")
@@ -191,8 +237,14 @@ def parse_load(data: Any) -> dict[str, Any]:
         _text(_get(server, "model", where), f"{where}.model")
         if "address" in server:
             _text(server["address"], f"{where}.address")
+        if "threads" in server:
+            _integer(server["threads"], f"{where}.threads", 1)
         if server.get("k") is not None or (speculative and "k" in server):
-            _integer(server["k"], f"{where}.k", 1)
+            _integer(server["k"], f"{where}.k", 1, MAX_K)
+        if server.get("forward_probe") is not None:
+            if speculative:
+                raise _fail(f"{where}.forward_probe", "must be null on the server with speculation")
+            _check_probe(server["forward_probe"], f"{where}.forward_probe")
         levels = _list(_get(server, "levels", where), f"{where}.levels")
         if len(levels) != len(settings["levels"]):
             raise _fail(f"{where}.levels", f"must hold the {len(settings['levels'])} levels of settings.levels")

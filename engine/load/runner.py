@@ -10,11 +10,12 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from engine.config import SpecConfig
+from engine.load.forward_probe import forward_probe, probe_sizes
 from engine.load.requests import Finished, prepare, send, finish_trace
 from engine.load.stats import RequestTimes, acceptance, level_summary
 from engine.vllm.counters import SpecCounters, read_counters
 from engine.vllm.server_info import ServerInfo, probe
-from engine.vllm.transport import Session, VllmError
+from engine.vllm.transport import DEFAULT_READ_TIMEOUT_S, Session, VllmError
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16)
 
@@ -78,20 +79,34 @@ def run_level(info: ServerInfo, prompts: Sequence[str], concurrency: int, config
 
 
 def run_server(address: str, prompts: Sequence[str], levels: Sequence[int], config: SpecConfig,
-               method: str = "draft_model", report: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
-    """One server's record (specviz.load/1 `servers[i]`): every level in order."""
+               method: str = "draft_model", report: Callable[[str], None] = lambda line: None,
+               probe_tokens: int = 0) -> dict[str, Any]:
+    """One server's record (specviz.load/1 `servers[i]`): every level in order; on the server without speculation
+    and `probe_tokens` > 0, first the forward probe up to that many tokens (engine/load/forward_probe.py)."""
     if not prompts:
         raise VllmError("The load run needs at least one prompt.")
     info = server_info(address, method)
     record: dict[str, Any] = {"speculative": info.speculative, "version": info.version, "model": info.model,
                               "address": str(info.address), "k": info.k, "levels": []}
-    with Session(info.address) as session:     # one request first: the server's first run warms its caches
+    with Session(info.address, DEFAULT_READ_TIMEOUT_S) as session:     # one request first: it warms the caches
         send(info, prepare(info, session, 0, prompts[0], config))
+        if probe_tokens and not info.speculative:
+            ids = [i for index, prompt in enumerate(prompts) for i in prepare(info, session, index, prompt,
+                                                                               config).prompt.token_ids]
+            record["forward_probe"] = forward_probe(info, session, ids, probe_sizes(probe_tokens))
+            report(probe_line(record["forward_probe"]))
     for concurrency in levels:
         level = run_level(info, prompts, concurrency, config)
         record["levels"].append(level)
         report(level_line(info.speculative, level))
     return record
+
+
+def probe_line(probe: dict[str, Any]) -> str:
+    """The probe's medians, printed."""
+    medians = (sorted(times)[len(times) // 2] for times in probe["seconds"])
+    return "forward probe  " + "  ".join(f"{size} tok: {seconds * 1000:.0f} ms"
+                                         for size, seconds in zip(probe["sizes"], medians))
 
 
 def level_line(speculative: bool, level: dict[str, Any]) -> str:

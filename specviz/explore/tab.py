@@ -14,6 +14,7 @@ from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
 from specviz.assets import ASSETS_DIR, RecordedSweep, load_examples, load_tree_sweep
 from specviz.explore.compare import PRESETS as COMPARE_PRESETS
 from specviz.explore.compare import CompareHandlers, CompareViews, compare_views
+from specviz.explore.load_view import load_section
 from specviz.explore.handlers import KS, MAX_NEW_TOKENS, TEMPERATURES, ExploreHandlers, SweepControls
 from specviz.explore.settings import SETTING_NAMES, settings_note, settings_values, shown_settings
 from specviz.explore.trees import trees_section
@@ -112,6 +113,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
                       api_name="explore_size", api_visibility="private")
 
     trees_section(load_tree_sweep(ASSETS_DIR), large, width)
+    load_section(large, width)                     # speculation under load (specviz/explore/load_view.py)
     comparison = _compare_section(compares, picker, examples, large, width, policy, gpu)
     for source in (large, width):
         source.change(sweeps.restyle, inputs=[*styled, v["status"]], outputs=views_out, show_progress="hidden",

@@ -1,0 +1,235 @@
+"""Explore's "Speculation under load" section (issue #39 item 2): a `specviz.load/1` run (python -m engine load)
+drawn against the number N of requests sent at once (specviz/figures/load.py), the recorded one in assets/ first.
+
+A point of any chart picks its level (the browser passes the point's N to the level picker: LOAD_JS); the level's
+requests are listed, and Open shows the chosen one on the Run tab as an ordinary SpecViz trace: the request's
+trace goes to the Run tab's own trace upload (its handler reads and draws it, as it does any trace file), and the
+Run tab opens. An uploaded file is read by the load reader (engine/formats/load_reader.py); a bad one is refused
+in one sentence and the run shown stays. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
+from engine.formats.load_reader import parse_load_json, read_load
+from engine.formats.trace import Trace
+from specviz.assets import ASSETS_DIR
+from specviz.figures.load import (LoadRun, acceptance_figure, model_sentences, ratio_figure, step_cost_figure,
+                                  throughput_figure)
+from specviz.serving.uploads import parse_upload
+from specviz.style import FigureStyle
+from specviz.updates import ComponentFields
+
+LOADS_FOLDER = "loads"         # assets/loads/: the recorded load runs
+RECORDED_GLOB = "load-*.json"
+INTRO = ("<h2 class='sv-section'>Speculation under load</h2><p class='sv-muted'>One request at a time, speculation "
+         "often pays. A server answers many at once: the target verifies every request's drafts in the same batch, "
+         "and once that batch fills the machine the drafts' extra tokens stop being free. Here the same weights ran "
+         "on a vLLM server with speculation and on one without, with N requests sent at once. Click a point to "
+         "list that level's requests, then open one on the Run tab.</p>")
+PICK_LEVEL = "Click a point on a chart, or pick N here, to list its requests."
+
+
+@dataclass(frozen=True)
+class LoadViews(ComponentFields):
+    """One value per output component of the section, in the order of `names()`."""
+
+    document: dict[str, Any] | None
+    status: str
+    ratio: go.Figure
+    throughput: go.Figure
+    acceptance: go.Figure
+    step_cost: go.Figure
+    level: Any                  # the level picker: a gr.update of its choices
+    request: Any                # the level's requests: a gr.update of its choices
+
+
+def recorded_load(assets_dir: Path = ASSETS_DIR) -> tuple[dict[str, Any] | None, str]:
+    """The recorded load run shipped in `assets_dir`/loads (the default pair's before the tiny pair's) and its file
+    name; (None, '') when there is none or it does not read."""
+    paths = sorted((assets_dir / LOADS_FOLDER).glob(RECORDED_GLOB), key=lambda path: ("tiny" in path.name, path.name))
+    for path in paths:
+        try:
+            return read_load(path), path.name
+        except (LoadFormatError, OSError):
+            continue
+    return None, ""
+
+
+def _model_name(folder: str) -> str:
+    """A model folder as a reader knows it: its last part, without SpecViz's converted-cache hash prefix
+    ('/root/.cache/specviz/gguf-v1/cc324af070c2ecbf-qwen2.5-coder-1.5b-instruct-q4_k_m' ->
+    'qwen2.5-coder-1.5b-instruct-q4_k_m'); a hub id or a bare name as it is."""
+    name = PurePosixPath(folder).name or folder
+    return re.sub(r"^[0-9a-f]{16}-", "", name)
+
+
+def about(document: dict[str, Any] | None, source: str) -> str:
+    """Where the run comes from, the pair, the machine it ran on, and what the batch cost model says of it."""
+    if document is None:
+        return "No load run recorded here: upload one (`python -m engine load ... --out FILE` writes it)."
+    pair, settings, machine = document["pair"], document["settings"], document["machine"]
+    drafter = "n-gram lookup" if pair["method"] == "ngram" else f"draft **{_model_name(pair['draft'] or '')}**"
+    busy, cores = machine.get("load_average"), machine.get("cores")
+    shared = (f" The machine's one-minute load average was {busy[0]:.1f} on {cores or '?'} cores when it started (it "
+              "counts the minute before too): compare these numbers only with each other." if busy else "")
+    threads = document["servers"][0].get("threads")
+    shared += f" Each server ran on {threads} threads, one after the other." if threads else ""
+    return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, "
+            f"{pair['dtype']}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, on "
+            f"{machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
+            f"\n\n{model_sentences(LoadRun.of(document))}")
+
+
+def render_load(document: dict[str, Any] | None, status: str, style: FigureStyle = FigureStyle()) -> LoadViews:
+    """Every chart of `document` (None: the empty charts) and the level picker offering its grid."""
+    run = LoadRun.of(document) if document is not None else None
+    levels = [level.n for level in run.levels] if run else []
+    return LoadViews(document, status, ratio_figure(run, style), throughput_figure(run, style),
+                     acceptance_figure(run, style), step_cost_figure(run, style),
+                     gr.update(choices=[(f"N = {n}", n) for n in levels], value=None),
+                     gr.update(choices=[], value=None, visible=False))
+
+
+def request_choices(document: dict[str, Any] | None, n: Any) -> list[tuple[str, int]]:
+    """The speculative server's requests at N = `n`, each named for a student: its prompt, tokens, time, acceptance."""
+    if document is None:
+        return []
+    level = next((level for level in document["servers"][0]["levels"] if level["concurrency"] == n), None)
+    if level is None:
+        return []
+    choices = []
+    for i, request in enumerate(level["requests"]):
+        if request.get("trace") is None:
+            continue
+        summary = request["trace"].get("summary") or {}
+        rate = summary.get("acceptance_rate")
+        accepted = f" · {rate:.0%} of drafts accepted" if isinstance(rate, (int, float)) else ""
+        choices.append((f"request {i + 1} · prompt {request['prompt_index'] + 1} · {request['output_tokens']} tokens "
+                        f"in {request['done_s'] - request['sent_s']:.2f} s{accepted}", i))
+    return choices
+
+
+class LoadHandlers:
+    """The section's events; `shown_first` is the run a page shows before its session uploads one (the session's
+    state starts as None, as the Run tab's does: specviz/run/tab.py)."""
+
+    def __init__(self, shown_first: dict[str, Any] | None, name: str):
+        self.shown_first = shown_first
+        self.name = name
+
+    def first(self) -> LoadViews:
+        return render_load(self.shown_first, about(self.shown_first, f"the recorded run **{self.name}**"))
+
+    def _document(self, document: dict[str, Any] | None) -> dict[str, Any] | None:
+        return document if document is not None else self.shown_first
+
+    def upload(self, data: bytes | None, large: bool, width: float | None) -> tuple[Any, ...]:
+        """Draw an uploaded load run; a bad file is a gr.Error and the run shown stays."""
+        document = parse_upload(data, MAX_LOAD_BYTES, "load run", parse_load_json, LoadFormatError)
+        return render_load(document, about(document, "an uploaded load run"),
+                           FigureStyle.for_screen(large, width)).outputs()
+
+    def restyle(self, document: dict[str, Any] | None, status: str, large: bool,
+                width: float | None) -> tuple[Any, ...]:
+        views = render_load(self._document(document), status, FigureStyle.for_screen(large, width))
+        return (*views.outputs()[2:6],)
+
+    def select_level(self, document: dict[str, Any] | None, n: Any) -> Any:
+        choices = request_choices(self._document(document), n)
+        return gr.update(choices=choices, value=choices[0][1] if choices else None, visible=bool(choices),
+                         label=f"Requests at N = {n} (with speculation)")
+
+    def open_request(self, document: dict[str, Any] | None, n: Any, index: Any) -> str:
+        """The chosen request's trace as JSON, for the Run tab's trace upload (LOAD_JS sends it there)."""
+        document = self._document(document)
+        if document is None:
+            raise gr.Error("No load run is shown: upload one first.")
+        level = next((level for level in document["servers"][0]["levels"] if level["concurrency"] == n), None)
+        if level is None or not isinstance(index, int) or not 0 <= index < len(level["requests"]):
+            raise gr.Error("Pick a level (click a point) and one of its requests first.")
+        trace = level["requests"][index]["trace"]
+        if trace is None:
+            raise gr.Error("That request has no trace: only the server with speculation records its steps.")
+        return Trace.from_dict(trace).to_json()       # as the trace reader reads it (its summary recomputed)
+
+
+# The browser's part: a click on a chart's point picks its level (each point's customdata starts with its N), and
+# Open hands the request's trace to the Run tab's trace upload, then opens the Run tab.
+LOAD_JS = """
+const pick = (event) => {
+  const point = event && event.points && event.points[0];
+  const n = point && point.customdata ? point.customdata[0] : null;
+  if (n === null || n === undefined) return;
+  const label = Array.from(document.querySelectorAll('#sv-load-level label'))
+    .find((option) => option.innerText.trim() === 'N = ' + n);
+  if (label) { label.click(); label.scrollIntoView({block: 'nearest'}); }
+};
+const hook = () => {
+  document.querySelectorAll('#sv-load-charts .js-plotly-plot').forEach((plot) => {
+    if (!plot.on) return;
+    if (plot.removeListener) plot.removeListener('plotly_click', pick);
+    plot.on('plotly_click', pick);
+  });
+};
+new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
+hook();
+"""
+OPEN_JS = """
+async (text) => {
+  if (!text) return;
+  document.getElementById('sv-tab-run-button').click();
+  const upload = () => document.getElementById('sv-upload');
+  const accordion = document.querySelector('#sv-io > button.label-wrap');
+  if (!upload() && accordion) accordion.click();        // the Run tab's upload sits in its accordion, drawn open
+  for (let i = 0; i < 200 && !upload(); i++) await new Promise((done) => setTimeout(done, 50));
+  const input = upload() && upload().parentElement.querySelector('input[type=file]');
+  if (!input) return;
+  const files = new DataTransfer();
+  files.items.add(new File([text], 'load-request.json', {type: 'application/json'}));
+  input.files = files.files;
+  input.dispatchEvent(new Event('change', {bubbles: true}));
+  window.scrollTo({top: 0});
+}
+"""
+
+
+def load_section(large: gr.Checkbox, width: gr.Number, assets_dir: Path = ASSETS_DIR) -> None:
+    """The section's components and events, inside the Explore tab."""
+    handlers = LoadHandlers(*recorded_load(assets_dir))
+    first = handlers.first()
+    gr.HTML(INTRO, js_on_load=LOAD_JS, elem_id="sv-load", padding=False)
+    state = gr.State(None)           # None: the recorded run (why: specviz/run/tab.py)
+    with gr.Row(elem_id="sv-load-main", equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="sv-load-controls"):
+            status = gr.Markdown(first.status, elem_id="sv-load-status", elem_classes=["sv-note"])
+            level = gr.Radio(label="Concurrency level", info=PICK_LEVEL, elem_id="sv-load-level",
+                             choices=first.level["choices"])
+            request = gr.Radio(label="Requests", choices=[], visible=False, elem_id="sv-load-request")
+            open_button = gr.Button("Open the request on the Run tab", elem_id="sv-load-open")
+            trace_json = gr.Textbox(visible=False, elem_id="sv-load-trace")
+            upload = gr.UploadButton("Upload a load run (specviz.load/1 JSON)", file_types=[".json"], type="binary",
+                                     elem_id="sv-load-upload")
+        with gr.Column(scale=3, min_width=320, elem_id="sv-load-charts"):
+            charts = {name: gr.Plot(getattr(first, name), show_label=False, elem_id=f"sv-load-{name.replace('_', '-')}")
+                      for name in ("ratio", "throughput", "acceptance", "step_cost")}
+    outputs = [state, status, *charts.values(), level, request]
+    upload.upload(handlers.upload, inputs=[upload, large, width], outputs=outputs, concurrency_limit=2,
+                  api_name="load_upload", api_visibility="private")
+    level.input(handlers.select_level, inputs=[state, level], outputs=[request], show_progress="hidden",
+                concurrency_limit=None, api_name="load_level", api_visibility="private")
+    open_button.click(handlers.open_request, inputs=[state, level, request], outputs=[trace_json],
+                      show_progress="hidden", concurrency_limit=None, api_name="load_open",
+                      api_visibility="private").success(None, inputs=[trace_json], js=OPEN_JS)
+    for source in (large, width):
+        source.change(handlers.restyle, inputs=[state, status, large, width], outputs=list(charts.values()),
+                      show_progress="hidden", concurrency_limit=None, api_name="load_restyle",
+                      api_visibility="private")
