@@ -267,3 +267,12 @@ def test_the_recorded_run_in_assets_reads_and_draws():
     assert trace_by_meta(views.ratio, "ratio.aggregate")["y"] == pytest.approx(
         [a["aggregate_tokens_per_s"] / b["aggregate_tokens_per_s"]
          for a, b in zip(shipped["servers"][0]["levels"], shipped["servers"][1]["levels"])])
+
+
+def test_the_shipped_vllm_run_is_the_load_sweeps_lone_request():
+    """assets/traces/qwen-coder-vllm-greedy.json, the Run tab's recorded vLLM run, is the default pair's N = 1 request
+    of the saved sweep exactly (benchmarks/data/load-qwen-coder-2026-11-29.json), as the trace reader reads it."""
+    saved = read_load(ASSETS_DIR.parent / "benchmarks" / "data" / "load-qwen-coder-2026-11-29.json")
+    request = saved["servers"][0]["levels"][0]["requests"][0]["trace"]
+    shipped = Trace.load(ASSETS_DIR / "traces" / "qwen-coder-vllm-greedy.json")
+    assert shipped == Trace.from_dict(request) and shipped.config.engine == "vllm 0.32.0"
