@@ -23,6 +23,7 @@ from specviz.serving.policy import Policy
 from specviz.race.tab import race_tab
 from specviz.run.tab import run_tab
 from specviz.serving.runner import Runner
+from specviz.style import NARROW_WIDTH
 from specviz.serving.run_queue import CAPACITY, SERVER_RUNS
 from specviz.tour.panel import tour_panel
 from specviz.tour.sources import tour_sources
@@ -38,7 +39,27 @@ INTRO = (
 # switch changes the boxes (large text gives side-by-side charts a full row each), a resize event
 # refits every visible chart (Plotly skips hidden ones, hence the tab switch too).
 REFIT_JS = "requestAnimationFrame(() => window.dispatchEvent(new Event('resize')))"
+SETTLE_MS = 300            # a resize is settled when no other follows it within this long
 LARGE_TEXT_JS = f"(large) => {{ document.body.classList.toggle('sv-large', large); {REFIT_JS}; }}"
+# The viewport's width reaches the figures on load, and again whenever the window settles on the other side of
+# NARROW_WIDTH (a phone turned from landscape to portrait, a window narrowed): every tab restyles on `width.change`,
+# so a page whose large text was switched on in landscape (the toggle is hidden on a portrait phone) is drawn for
+# the phone it became instead of squeezing landscape figures ('74%77%69%' in Explore's heatmaps). It waits for the
+# resizing to settle: a full-page screenshot passes through other sizes and returns, and redrawing every figure
+# for a passing size left one chart a negative height.
+WIDTH_JS = f"""() => {{
+  let sent = innerWidth < {NARROW_WIDTH}, settle = null;
+  addEventListener('resize', () => {{
+    clearTimeout(settle);
+    settle = setTimeout(() => {{
+      const resized = document.getElementById('sv-resized');
+      if ((innerWidth < {NARROW_WIDTH}) === sent || !resized) return;
+      sent = !sent;
+      resized.click();
+    }}, {SETTLE_MS});
+  }});
+  return innerWidth;
+}}"""
 
 
 def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
@@ -65,6 +86,8 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
             with gr.Column(scale=1, min_width=180):
                 large = gr.Checkbox(label="Large text (projector)", value=False, elem_id="sv-large")
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
+                # clicked by WIDTH_JS when the window settles on the other side of the phone width
+                resized = gr.Button("resized", visible="hidden", elem_id="sv-resized")
         load_status_line(demo, runner)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
@@ -77,5 +100,6 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
                 lab_tab(runner, large, width, lab, policy, wrap)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         tabs.select(None, js=f"() => {{ {REFIT_JS}; }}")
-        demo.load(None, inputs=None, outputs=[width], js="() => window.innerWidth")
+        demo.load(None, inputs=None, outputs=[width], js=WIDTH_JS)
+        resized.click(None, inputs=None, outputs=[width], js="() => window.innerWidth")
     return demo

@@ -14,6 +14,11 @@ charts, the Lab's) and every step table:
 Every wait is for the exact state (the run's steps drawn and fitted to their boxes, the large fonts in), never
 for time. A planted-bug test squeezes the timeline's cells again and puts the old narrow number columns back,
 and watches the checks fail. Screenshots land in test-artifacts/sizes-<size>-<run>.png for a person to look at.
+
+Large text at 390 px: a portrait phone hides the toggle (issue #27; checking it there waited on a hidden box until
+the test timed out), so a phone reaches it by switching it on in landscape and turning upright. That test turns the
+page with the Explore tab open and waits for each heatmap's values in the font the phone's figure gives them (the
+oracle: the figure built for that screen), then measures the tab; its plant cuts the page's resize hook.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import specviz.style
 from engine.background_load import LoadStatus
 from engine.formats.trace import Trace
 from fakes import FakeRunner
-from specviz.assets import ASSETS_DIR, DEMO_TRACE, SAMPLED_TRACE, DemoTrace, load_demo_trace
+from specviz.assets import ASSETS_DIR, DEMO_TRACE, SAMPLED_TRACE, DemoTrace, load_demo_trace, load_recorded_sweep
+from specviz.figures.sweep import heatmap_figure
 from specviz.run.recorded import choice_label
 from test_ui_browser import ARTIFACTS
 from test_ui_browser_presenting import open_size as open_page
@@ -76,6 +82,14 @@ EXPLORE_DRAWN_JS = """([large]) => {
     if (plots.some(p => !p.querySelectorAll('.heatmaplayer text').length)) return false;
     return plots.every(p => Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2);
 }""".replace("LARGE", str(LARGE_FONT))
+
+# Each heatmap's cell values are in the font size `sizes` names (its metric: size), the chart fitted to its box.
+HEATMAP_FONTS_JS = """(sizes) => Object.entries(sizes).every(([metric, size]) => {
+    const p = document.querySelector(`#sv-heat-${metric} .js-plotly-plot`);
+    return !!p && !!p.data && !!p._fullLayout && p.data[0].textfont.size === size
+        && Math.abs(p._fullLayout.width - p.getBoundingClientRect().width) <= 2;
+})"""
+LANDSCAPE, PORTRAIT = (844, 390), (390, 844)        # a phone on its side, and upright
 
 # What is wrong with the visible charts and tables, one sentence each (an empty list: the page passes).
 PROBLEMS_JS = """() => {
@@ -280,3 +294,50 @@ def _squeezed_init(init):
         object.__setattr__(self, "cell_chars", 12)
         object.__setattr__(self, "timeline_steps", 16)
     return squeezed
+
+
+def phone_heatmap_fonts(large: bool) -> dict[str, int]:
+    """The cell font of each Explore heatmap as the page should draw it upright on a phone (the oracle: the figure
+    built for that screen)."""
+    table = load_recorded_sweep().table
+    style = specviz.style.FigureStyle.for_screen(large=large, width=PORTRAIT[0])
+    return {metric: heatmap_figure(table, metric, style).data[0].textfont.size
+            for metric in ("acceptance", "length", "speedup")}
+
+
+def turned_upright(browser, url: str, hooked: bool = True):
+    """Large text switched on with the phone on its side (a portrait phone hides the toggle, issue #27: checking it
+    at 390 px waited for a hidden box until it timed out), the Explore tab opened, then the phone turned upright;
+    `hooked` False cuts the page's resize hook first (the planted bug: the width the figures are built for stays
+    the landscape one)."""
+    page = open_page(browser, url, *LANDSCAPE, True)
+    page.get_by_role("tab", name="Explore", exact=True).click()
+    page.wait_for_function(EXPLORE_DRAWN_JS, arg=[True])
+    if not hooked:
+        page.evaluate("document.getElementById('sv-resized').id = 'sv-resized-cut'")
+    page.set_viewport_size(dict(zip(("width", "height"), PORTRAIT)))
+    return page
+
+
+def test_large_text_on_a_phone_turned_upright(browser, app):  # noqa: F811
+    """A phone reaches large text at 390 px by turning upright with it on: the page redraws its figures for the
+    phone (each heatmap's values in the phone's font, not landscape's '74%77%69%' edge to edge), and Explore's
+    charts read whole (its gap and theory charts had less than no height under their wrapped titles, and
+    Plotly's "axis scaling" error stopped the tab drawing; the tree budgets' panel words ran into each other).
+    The plant keeps the landscape width: Explore's landscape charts squeezed into the phone, and the check names
+    what runs past them or into each other."""
+    url, _ = app
+    ARTIFACTS.mkdir(exist_ok=True)
+    fonts = phone_heatmap_fonts(large=True)
+    page = turned_upright(browser, url)
+    page.wait_for_function(HEATMAP_FONTS_JS, arg=fonts)
+    page.wait_for_function(EXPLORE_DRAWN_JS, arg=[True])
+    problems = page.evaluate(PROBLEMS_JS)
+    page.screenshot(path=str(ARTIFACTS / "sizes-phone-large-explore.png"), full_page=True)
+    page.close()
+    assert not problems, "\n".join(problems)
+    planted = turned_upright(browser, url, hooked=False)
+    planted.wait_for_function(EXPLORE_DRAWN_JS, arg=[True])
+    problems = planted.evaluate(PROBLEMS_JS)
+    planted.close()
+    assert any(problem.startswith(("sv-heat-", "sv-theory", "sv-gap")) for problem in problems), problems

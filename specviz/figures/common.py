@@ -18,6 +18,7 @@ from specviz.style import CHAR_EM, FigureStyle
 
 FONT_FAMILY = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 LEGEND_ROOM = 64          # pixels under the x axis for a one- or two-row legend
+MIN_PLOT_PX = 120         # the least a figure leaves its plot area under its title and over its legend
 MIN_COLUMNS = 8           # a step axis always has room for this many steps
 LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 WORD = re.compile(r"(?:<[^<>]*>|[^\s<]|<(?![^<>]*>))+")     # a run of non-spaces; a tag stays whole
@@ -36,6 +37,16 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
               for trace in traces]
     if isinstance(layout.get("annotations"), list):          # panel titles and labels above a plot
         layout = {**layout, "annotations": [_wrapped_note(note, style) for note in layout["annotations"]]}
+    # The title's automargin grows the top margin to its wrapped lines; a figure whose height leaves its plot
+    # less than MIN_PLOT_PX under them (a phone with large text: Explore's gap chart had -20 px, and Plotly's
+    # "Something went wrong with axis scaling" stopped the page drawing the rest of the tab) grows instead.
+    margin = {"t": 24, "b": 60 + LEGEND_ROOM, **layout.get("margin", {})}
+    heading = (text_px(f"<b>{title}</b>", None, style.title_size, 1.25) + text_px(subtitle, None, style.font_size)
+               + title_pad(title, style) + 16)
+    names = [trace["name"] for trace in traces if isinstance(trace.get("name"), str) and trace.get("showlegend", True)
+             and trace.get("type", "scatter") in ("scatter", "bar")]
+    legend = 60 + legend_px(names, style) if names and layout.get("showlegend", True) else 0
+    height = max(height, max(margin["t"], heading) + max(margin["b"], legend) + MIN_PLOT_PX)
     base = {
         "template": "none",
         "height": height,

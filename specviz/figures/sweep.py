@@ -19,11 +19,12 @@ from engine.device_costs import DeviceCosts
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
+from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, alpha_text, hover_tip,
                                 shown_alpha)
 from specviz.style import COLORS, SERIES, TITLE_INDENT, FigureStyle
 
+THEORY_PLOTS_PX = 420        # the two stacked plots of a phone's or a projector's theory chart and the gap between
 MODEL_LINE = {"color": COLORS["bonus"], "dash": "dash", "width": 3}
 BEST_MARK = {"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#222222", "width": 1.5}}
 SUBTITLE_GAP = 10   # px between a heatmap's subtitle and its top row (issue 41: "accepted / drafted" sat on it)
@@ -198,9 +199,17 @@ def theory_figure(table: SweepTable | None, temperature: float | None,
     # Side by side on a desktop; stacked on a phone or a projector.
     left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if cramped else ([0.0, 0.45], [0.56, 1.0])
     top_y, bottom_y = ([0.62, 1.0], [0.0, 0.38]) if cramped else ([0.0, 1.0], [0.0, 1.0])
+    # As tall as its wrapped title, subtitle and legend leave the plots room for (a phone with large text wraps
+    # them to a line or two of words each: a fixed height left the plots -2 px, and Plotly's "Something went
+    # wrong with axis scaling" stopped the page drawing the rest of the Explore tab).
+    top = max(150 if cramped else 110,
+              text_px(f"<b>{title}</b>", style.line_chars(style.title_size, bold=True), style.title_size, 1.25)
+              + text_px(subtitle, style.line_chars(style.font_size), style.font_size) + 24)
+    bottom = max(60 + 3 * LEGEND_ROOM // 2, 60 + legend_px([t["name"] for t in traces if t.get("showlegend", True)],
+                                                           style))
+    height = max((700 if cramped else 440) + 3 * style.font_size, top + bottom + (THEORY_PLOTS_PX if cramped else 0))
     return make_figure(
-        traces, title, subtitle, style, height=(700 if cramped else 440) + 3 * style.font_size,
-        margin={"t": 150 if cramped else 110, "b": 60 + 3 * LEGEND_ROOM // 2},
+        traces, title, subtitle, style, height=height, margin={"t": top, "b": bottom},
         xaxis=axis(style, domain=left_x, anchor="y", title={"text": "k"}, **ticks),
         xaxis2=axis(style, domain=right_x, anchor="y2", title={"text": "k"}, **ticks),
         yaxis={"title": {"text": TOKENS_PER_STEP.label}, "rangemode": "tozero", "domain": top_y},

@@ -46,6 +46,7 @@ FILLS = {"accepted": COLORS["accepted"], "rejected": COLORS["rejected"], "unreac
 TEXTS = {**TEXT_ON, "unreached": "#555555", ROOT: "#FFFFFF"}
 STYLE_KIND = {"accepted": "accepted", "rejected": "rejected", "unreached": "unverified", "recovered": "recovered",
               "bonus": "bonus", ROOT: "committed"}             # each cell's pattern: specviz/style.py PATTERNS
+GATHER_AXIS = "target KV cache row"
 DESKTOP_CHARS = 120         # caption characters per line when the screen's width is unknown
 GATHER_TITLE = ("<b>The KV gather</b>: the target kept the pending row{s} and the accepted path's rows, each moved "
                 "from its row after the verify forward to its row after the gather (arrows); the rest were cropped")
@@ -118,6 +119,10 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     gather_px = (AFTER_FORWARD - AFTER_GATHER + 1) * gather_row_px(style) + 40 + 2 * style.font_size
     plot_px = tree_px + gap_px + gather_px
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
+    depth_title = ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
+                   else "depth (0: the committed text)")          # a phone: short enough for its width
+    gather_tick = max(9, style.font_size - 3)
+    depth_axis, gather_axis, axis_notes = _axis_titles(depth_title, gather_tick, style)
     return make_figure(
         traces, f"{TITLE}, step {step.index}", caption, style,
         height=top + bottom + plot_px, barmode="overlay", dragmode="pan",
@@ -125,21 +130,20 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         **({"legend": {"orientation": "v"}} if style.narrow else {}),   # a phone's figure scrolls: keys in one column
         xaxis={"tickvals": list(range(depth + 1)), "ticktext": _depth_ticks(depth, grid, style), "tickangle": 0,
                "range": [-0.5, max(depth, 3) + 0.5], "showgrid": False, "zeroline": False, "fixedrange": True,
-               "title": {"text": ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
-                                  else "depth (0: the committed text)")},     # a phone: short enough for its width
-               "anchor": "y"},
+               "title": {"text": depth_axis}, "anchor": "y"},
         yaxis={"tickvals": [0], "ticktext": ["draft's<br>1st<br>choices" if style.narrow else "draft's 1st<br>choices"],
                "range": [count - 0.45, -0.55],
                "showgrid": False, "zeroline": False, "fixedrange": True, "domain": [1 - tree_share, 1.0]},
         xaxis2={"showgrid": False, "zeroline": False, "fixedrange": True, "anchor": "y2",
-                "tickfont": {"size": max(9, style.font_size - 3)}, "title": {"text": "target KV cache row"},
+                "tickfont": {"size": gather_tick}, "title": {"text": gather_axis},
                 **gather_ticks},
         yaxis2={"tickvals": [AFTER_FORWARD, AFTER_GATHER], "ticktext": (["forward", "gather"] if style.narrow
                                                  else ["after the<br>verify forward", "after the<br>gather"]),
                 "range": [AFTER_GATHER - 0.6, AFTER_FORWARD + 0.6], "showgrid": False, "zeroline": False,
                 "fixedrange": True, "domain": [0.0, gather_share], "anchor": "x2"},
         annotations=(([] if grid.stacked else _node_ids(step, rows, style)) + gather_notes
-                     + [_panel_title(panel_title, gather_share, style)]),
+                     + [_panel_title(panel_title, gather_share, style)]
+                     + axis_notes),
         shapes=[{"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": -0.5, "y1": 0.5,
                  "fillcolor": "rgba(0,0,0,0.04)", "line": {"width": 0}, "layer": "below"}])
 
@@ -163,6 +167,21 @@ def _gather_words(step: StepRecord) -> str:
     return (f"The KV gather (below) kept the {kept} accepted path row{'s' * (kept != 1)} (node"
             f"{'s' * (kept != 1)} {', '.join(str(n) for n in tree.path[:kept])}), moved into place after the "
             f"pending row{'s' * (pending != 1)}, and cropped the other {cache.cutoff}.")
+
+
+def _axis_titles(depth_title: str, gather_tick: int, style: FigureStyle) -> tuple[str, str, list[dict[str, Any]]]:
+    """The tree's and the gather's axis titles: Plotly's own (centred under their plots), or on a phone none of
+    those but two notes under the tick labels at the plot's left edge. A phone's figure is TREE_MIN_PX wide in a
+    box that scrolls, so titles centred on the whole figure sat half out of the part on screen (issue #41:
+    "depth: tokens after" and "target KV" cut at the screen's edge)."""
+    if not style.narrow:
+        return depth_title, GATHER_AXIS, []
+    below = {"showarrow": False, "xref": "paper", "x": 0.0, "xanchor": "left", "yanchor": "top", "align": "left",
+             "font": {"size": style.font_size, "color": "#222222"}, "captureevents": False}
+    depth = {**below, "text": depth_title, "yref": "y domain", "y": 0.0, "yshift": -int(1.5 * style.font_size + 8)}
+    gather = {**below, "text": GATHER_AXIS, "yref": "y2 domain", "y": 0.0,
+              "yshift": -int(2 * 1.3 * gather_tick + 10)}                  # under a two-line '0–<br>63' tick
+    return "", "", [{**depth, "name": "axis title"}, {**gather, "name": "axis title"}]
 
 
 def _panel_title(text: str, gather_share: float, style: FigureStyle) -> dict[str, Any]:

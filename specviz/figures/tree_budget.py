@@ -11,13 +11,14 @@ paying; specviz/explore/trees.py puts them beside the figure with the machine th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import plotly.graph_objects as go
 
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import RunPoint, SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, make_figure, run_points
+from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
 from specviz.quantities import TOKENS_PER_STEP
 from specviz.style import COLORS, SERIES, FigureStyle
 
@@ -33,6 +34,7 @@ PANELS: tuple[tuple[str, str, Callable[[SweepCell], float | None], Callable[[Run
     ("verify", "verify forward ÷ one token's", lambda c: c.verify_cost, lambda r: r.verify_cost,
      "verify forward = {:.2f}× one target token's"),
 )
+PANEL_PX = 180              # one of a phone's or a projector's stacked panels, its plot area
 PANEL_TITLES = ("<b>What the tree buys</b>", "<b>What you get</b>", "<b>What it costs</b>")
 
 
@@ -74,6 +76,9 @@ def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyl
     domains = [[i * (span + gap), i * (span + gap) + span] for i in range(3)]
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"annotations": []}
+    subtitle = (f"each tree at most {k} deep; the chain drafts {k} tokens · chain and trees on the same prompts "
+                f"and seeds · hollow points: one run each")
+    stacked = _stacked(style, subtitle) if cramped else None
     for panel, (meta, title, mean, one, words) in enumerate(PANELS):
         suffix = "" if panel == 0 else str(panel + 1)
         axes = {"xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
@@ -98,7 +103,7 @@ def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyl
                            "meta": "one_token", "name": "one target token's forward (1×)", "hoverinfo": "skip",
                            "line": {"color": COLORS["committed"], "dash": "dash", "width": 1.5}, **axes})
         column = domains[panel] if not cramped else [0.0, 1.0]
-        row = [0.0, 1.0] if not cramped else [1 - (panel + 1) / 3 + 0.1, 1 - panel / 3 - 0.03]
+        row = [0.0, 1.0] if stacked is None else stacked.rows[panel]
         layout[f"xaxis{suffix}"] = axis(style, domain=column, anchor=f"y{suffix}", tickmode="array",
                                         tickvals=list(range(len(budgets))),
                                         ticktext=[_tick(b, k, style.narrow) for b in budgets],
@@ -109,10 +114,35 @@ def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyl
         layout["annotations"].append({"text": PANEL_TITLES[panel], "showarrow": False, "x": 0.5, "y": 1.0,
                                       "xref": f"x{suffix} domain", "yref": f"y{suffix} domain", "yanchor": "bottom",
                                       "yshift": 6, "font": {"size": style.font_size + 1}})
-    subtitle = (f"each tree at most {k} deep; the chain drafts {k} tokens · chain and trees on the same prompts "
-                f"and seeds · hollow points: one run each")
-    return make_figure(traces, TITLE, subtitle, style, height=(980 if cramped else 430) + 3 * style.font_size,
-                       margin={"t": 110, "b": 60 + 3 * LEGEND_ROOM // 2}, **layout)
+    if stacked is None:
+        return make_figure(traces, TITLE, subtitle, style, height=430 + 3 * style.font_size,
+                           margin={"t": 110, "b": 60 + 3 * LEGEND_ROOM // 2}, **layout)
+    bottom = max(60 + 3 * LEGEND_ROOM // 2, stacked.gap_px + legend_px(
+        [t["name"] for t in traces if t.get("showlegend", True) and isinstance(t.get("name"), str)], style))
+    return make_figure(traces, TITLE, subtitle, style, height=stacked.top_px + stacked.plot_px + bottom,
+                       margin={"t": stacked.top_px, "b": bottom}, **layout)
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """A phone's or a projector's three panels one above the other, in pixels: each panel's title over it, its
+    tick labels and axis title under it, so no panel's words run into the next one's (a phone with large text
+    drew 'node budget (k-deep trees)' over 'What it costs' when the panels took fixed thirds of the figure)."""
+    top_px: int                         # the figure's title and subtitle, and the first panel's title
+    plot_px: int                        # the three panels and the two gaps between them
+    gap_px: int                         # under a panel: its tick labels and axis title, then the next one's title
+    rows: tuple[list[float], ...]       # each panel's y domain, top panel first
+
+
+def _stacked(style: FigureStyle, subtitle: str) -> _Stack:
+    line = 1.4 * style.font_size
+    panel_title = int(1.4 * (style.font_size + 1)) + 10
+    top = (text_px(f"<b>{TITLE}</b>", style.line_chars(style.title_size, bold=True), style.title_size, 1.25)
+           + text_px(subtitle, style.line_chars(style.font_size), style.font_size) + 16 + panel_title)
+    gap = int(3 * line) + 16 + panel_title          # two lines of tick labels and the axis title, the next title
+    plot = 3 * PANEL_PX + 2 * gap
+    rows = tuple([1 - (i * (PANEL_PX + gap) + PANEL_PX) / plot, 1 - i * (PANEL_PX + gap) / plot] for i in range(3))
+    return _Stack(max(110, top), plot, gap, rows)
 
 
 def _spread(table: SweepTable, cells: list[SweepCell], one: Callable[[RunPoint], float | None], meta: str,

@@ -121,6 +121,7 @@ async function show(n) {
   delete root.dataset.error;
   chapters.forEach((chapter, i) => { chapter.hidden = i !== n - 1; });
   chapters[n - 1].querySelector('details').open = false;
+  sheet.scrollTop = 0;                                      // a chapter reads from its top
   list.value = String(n);
   link.href = location.pathname + '?tour=' + n;
   root.querySelector('.sv-tour-back').disabled = n === 1;

@@ -2,12 +2,16 @@
 so chapter 1's table showed only its first draft above it. These rules load after the tour's own CSS
 (specviz/style.py, "Tour") and win over its sizes: one short navigation row, tighter lines, and large text at the
 size a projector's back row still reads (the chart and page text keep their own large sizes). A chapter's text
-longer than the sheet's height scrolls inside the sheet, never over the evidence."""
+longer than the sheet's height scrolls inside the sheet, never over the evidence. A phone's sheet keeps its
+navigation on one row (the buttons' arrows, the chapter list between them: the chapter's title is its heading) and
+takes at most PHONE_SHEET_HEIGHT of the screen."""
 
 from __future__ import annotations
 
 LARGE_SHEET_FONT_PX = 18          # the sheet's text with large text on (the tour's own CSS says 21)
 SHEET_HEIGHT = "32vh"             # at most this much of the screen, text scrolling inside beyond it
+PHONE_SHEET_HEIGHT = "30vh"       # a phone: its nav in one row of arrows and the list (two rows took 80 px), so
+                                  # the sheet took up to 40% of 844 px and hid the rows a chapter's question reads
 
 SHEET_CSS = f"""
 .sv-tour .sv-tour-sheet {{ max-height: {SHEET_HEIGHT}; line-height: 1.35; padding-top: 4px; padding-bottom: 6px; }}
@@ -20,7 +24,17 @@ body.sv-large .sv-tour .sv-tour-sheet {{ font-size: {LARGE_SHEET_FONT_PX}px; max
 body.sv-large .gradio-container .sv-tour .sv-tour-nav button,
 body.sv-large .gradio-container .sv-tour .sv-tour-nav select {{ font-size: {LARGE_SHEET_FONT_PX}px !important; }}
 @media (max-width: 700px) {{
-  .sv-tour .sv-tour-sheet {{ max-height: 40vh; }}
-  body.sv-large .sv-tour .sv-tour-sheet {{ max-height: 40vh; }}
+  .sv-tour .sv-tour-sheet {{ max-height: {PHONE_SHEET_HEIGHT}; line-height: 1.3; padding: 4px 8px 6px; }}
+  body.sv-large .sv-tour .sv-tour-sheet {{ max-height: {PHONE_SHEET_HEIGHT}; }}
+  .sv-tour .sv-tour-nav {{ flex-wrap: nowrap; }}
+  .sv-tour .sv-tour-nav .sv-tour-word {{ display: none; }}
+  .sv-tour .sv-tour-nav button, .sv-tour .sv-tour-nav select, .sv-tour .sv-tour-link {{ flex: 0 0 auto;
+    min-height: 32px; min-width: 36px; padding: 1px 6px; }}
+  .sv-tour .sv-tour-nav .sv-tour-list {{ flex: 1 1 0; min-width: 0; }}
+  .sv-tour .sv-tour-chapter h3 {{ margin: 3px 0 0; }}
+  /* more of the chapter below: a shadow along the sheet's bottom edge, covered once it is scrolled to its end */
+  .sv-tour .sv-tour-sheet {{ background: linear-gradient(rgba(255, 255, 255, 0), #ffffff 70%) 0 100% / 100% 28px
+      no-repeat local, radial-gradient(farthest-side at 50% 100%, rgba(0, 0, 0, 0.3), rgba(0, 0, 0, 0)) 0 100% /
+      100% 12px no-repeat scroll, #ffffff; }}
 }}
 """

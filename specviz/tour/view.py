@@ -1,6 +1,8 @@
 """The tour's HTML: an open button, and a sheet fixed to the bottom of the screen with "◀ Previous chapter", the
-chapter list, "Next chapter ▶" (named apart from the step scrubbers' "Next ▶"), a link to the chapter and the chapter itself (its words, its question with the answer on reveal). Every
-chapter is in the page from the start; the controller (controller.py) shows one and sets its view."""
+chapter list, "Next chapter ▶" (named apart from the step scrubbers' "Next ▶"; a phone shows their arrows only,
+beside the chapter list, so the row stays one line), a link to the chapter and the chapter itself (its words, its
+question with the answer on reveal). Every chapter is in the page from the start; the controller (controller.py)
+shows one and sets its view."""
 
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ def tour_html(chapters: tuple[Chapter, ...]) -> str:
             f"<button type='button' class='sv-tour-open'>Guided tour ({len(chapters)} chapters)</button>"
             "<div class='sv-tour-sheet' role='region' aria-label='Guided tour'>"
             "<div class='sv-tour-nav'>"
-            "<button type='button' class='sv-tour-back' aria-label='Previous chapter'>◀ Previous chapter</button>"
+            "<button type='button' class='sv-tour-back' aria-label='Previous chapter' title='Previous chapter'>"
+            "◀<span class='sv-tour-word'> Previous chapter</span></button>"
             f"<select class='sv-tour-list' aria-label='Chapters'>{options}</select>"
-            "<button type='button' class='sv-tour-next' aria-label='Next chapter'>Next chapter ▶</button>"
+            "<button type='button' class='sv-tour-next' aria-label='Next chapter' title='Next chapter'>"
+            "<span class='sv-tour-word'>Next chapter </span>▶</button>"
             "<a class='sv-tour-link' href='?tour=1' title='A link that opens the page at this chapter'>link</a>"
             "<button type='button' class='sv-tour-close' aria-label='Close the tour'>✕</button></div>"
             f"{sections}<p class='sv-tour-status' aria-live='polite'></p></div></div>")
