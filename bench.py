@@ -41,6 +41,7 @@ from benchmarks.rows import Row
 from benchmarks.runners import load_pairs, measure
 from benchmarks.startup import measure_startup, startup_line
 from benchmarks.table import closing_note, markdown, table_row
+from benchmarks.load_rows import load_lines
 from benchmarks.vllm_peer import peer_line
 from engine.cli.machine import describe_machine, machine_record, provenance
 from engine.config import SpecConfig
@@ -101,6 +102,8 @@ def run(args: argparse.Namespace) -> dict:
         results["bf16_target"] = bf16_target_record(pairs[BF16_PAIR].target_dtype)
     if peer is not None:
         results["vllm"] = peer
+    if args.load:
+        results["load"] = _load(args, preset)
     costs = [pair.device_costs.to_dict() for pair in pairs.values() if pair.device_costs is not None]
     if costs:
         results["device_costs"] = costs[0]          # c, v per k, capture seconds (engine/device_costs.py)
@@ -128,6 +131,19 @@ def bf16_target_line(results: dict) -> str:
     ran = f"The bf16-target rows ran a {record['target_dtype']} target"
     why = f" ({record['fallback_reason']})" if record.get("fallback_reason") else ""
     return f"{ran}{why}; {record['claim']}."
+
+
+def _load(args: argparse.Namespace, preset: str) -> dict:
+    """The load sweep on the preset's pair (benchmarks/load_rows.py), saved as <out>.load.json."""
+    from benchmarks.load_rows import run_load
+    from benchmarks.vllm_peer import local_folders
+    from engine.load.sweep import Served
+    target, draft = local_folders(preset)
+    out = Path(args.out)
+    served = Served(target, draft, "draft_model" if draft else "ngram", args.k, args.load_dtype)
+    config = SpecConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
+    return run_load(served, args.load_levels, config, out.with_name(out.stem + ".load.json"), machine_record(),
+                    provenance(args.argv), lambda line: print(f"  load: {line}", file=sys.stderr))
 
 
 def _wants_peer(args: argparse.Namespace, suite) -> bool:
@@ -206,6 +222,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-fix-cpu-sampler", action="store_true",
                         help="every vLLM server runs SpecViz's CPU sampler fix (vLLM #55005: as shipped its T > 0 "
                              "speculative rows do not follow the target's law); each row says so")
+    parser.add_argument("--load", action="store_true",
+                        help="also the load sweep: N requests at once on a vLLM server of the pair with speculation "
+                             "and without (saved as <out>.load.json, drawn by Explore's 'Speculation under load')")
+    parser.add_argument("--load-levels", default="1,2,4,8,16", help="comma-separated N for --load")
+    parser.add_argument("--load-dtype", default="float32", help="the load sweep's servers' dtype")
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = GPU_REPEATS if (args.suite or args.device) == "cuda" else CPU_REPEATS
@@ -225,6 +246,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.vllm_threads or min(args.vllm_threads) < 1:
         parser.error("--vllm-threads needs at least one thread count of 1 or more")
     args.only = [part for part in args.only.split("|") if part]
+    try:
+        args.load_levels = [int(n) for n in args.load_levels.split(",")]
+    except ValueError:
+        parser.error(f"--load-levels must be comma-separated whole numbers, got {args.load_levels!r}")
+    if not args.load_levels or min(args.load_levels) < 1:
+        parser.error("--load-levels needs at least one N of 1 or more")
     args.argv = list(sys.argv[1:] if argv is None else argv)        # saved with the run: the command it came from
     if args.random_weights and (args.suite or args.device) != "cuda":
         parser.error("--random-weights stands in for the preset's weights on a GPU: it runs the cuda suite "
@@ -251,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         print(peer_line(results))
     if results.get("bf16_target"):
         print(bf16_target_line(results))
+    if results.get("load"):
+        print(load_lines(results["load"]))
     print(closing_note(results))
     return 0
 

@@ -15,7 +15,7 @@ from engine.formats.load_format import LOAD_SCHEMA
 from engine.formats.load_reader import parse_load, read_load
 from engine.formats.trace import Trace
 from specviz.assets import ASSETS_DIR
-from specviz.explore.load_view import LoadHandlers, recorded_load, render_load, request_choices
+from specviz.explore.load_view import LoadHandlers, about, recorded_load, render_load, request_choices
 from specviz.figures.load import (LoadRun, acceptance_figure, acceptance_sentence, crossover_sentence,
                                   model_sentences, ratio_figure, step_cost_figure, throughput_figure)
 from specviz.style import FigureStyle
@@ -42,7 +42,7 @@ def emitted(trace: dict) -> int:
 
 
 def level(n: int, aggregate: float, request_speeds: list[float], speculative: bool, step_ms: float,
-          changed: dict[int, list[int]]) -> dict:
+          changed: dict[int, list[int]], foreign: int = 0) -> dict:
     requests = []
     for i in range(n):
         prompt = i % len(PROMPTS)
@@ -55,17 +55,18 @@ def level(n: int, aggregate: float, request_speeds: list[float], speculative: bo
     drafted = sum(step["k"] for r in requests if r["trace"] for step in r["trace"]["steps"])
     accepted = sum(step["num_accepted"] for r in requests if r["trace"] for step in r["trace"]["steps"])
     counters = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "accepted_per_pos": [0, 0, 0]}
+    moved = counters | {"num_draft_tokens": drafted + foreign, "num_accepted_tokens": accepted}   # + another's drafts
     return {"concurrency": n, "wall_s": total / aggregate, "output_tokens": total, "aggregate_tokens_per_s": aggregate,
             "latency_s": SPREAD, "first_token_s": SPREAD, "tokens_per_s_per_request": {"p50": 1.0, "mean": 1.0},
             "acceptance": {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted, "tau": 2.0}
             if speculative else None, "counters_before": counters if speculative else None,
-            "counters_after": counters if speculative else None, "requests": requests}
+            "counters_after": moved if speculative else None, "requests": requests}
 
 
 def document(spec: list[float], plain: list[float], spec_request: list[list[float]] | None = None,
              plain_request: list[list[float]] | None = None, step_ms: list[float] | None = None,
              changed: dict[int, dict[int, list[int]]] | None = None, temperature: float = 0.0,
-             probe: dict | None = None) -> dict:
+             probe: dict | None = None, foreign: dict[int, int] | None = None) -> dict:
     """A load run whose level i made `spec[i]` tokens/s in all with speculation and `plain[i]` without; each
     request's speed (tokens / time from sent to done) as given, else 50 tokens/s; read back by the strict reader."""
     spec_request = spec_request or [[50.0] * n for n in NS]
@@ -73,7 +74,8 @@ def document(spec: list[float], plain: list[float], spec_request: list[list[floa
     step_ms = step_ms or [10.0] * len(NS)
     changed = changed or {}
     servers = [{"speculative": speculative, "version": "0.32.0", "model": "target",
-                "levels": [level(n, aggregate[i], speeds[i], speculative, step_ms[i], changed.get(n, {}))
+                "levels": [level(n, aggregate[i], speeds[i], speculative, step_ms[i], changed.get(n, {}),
+                                 (foreign or {}).get(n, 0))
                            for i, n in enumerate(NS)]}
                for speculative, aggregate, speeds in ((True, spec, spec_request), (False, plain, plain_request))]
     if probe is not None:
@@ -276,3 +278,17 @@ def test_the_shipped_vllm_run_is_the_load_sweeps_lone_request():
     request = saved["servers"][0]["levels"][0]["requests"][0]["trace"]
     shipped = Trace.load(ASSETS_DIR / "traces" / "qwen-coder-vllm-greedy.json")
     assert shipped == Trace.from_dict(request) and shipped.config.engine == "vllm 0.32.0"
+
+
+def test_a_server_that_served_other_requests_meanwhile_is_named_with_its_levels():
+    """The oracle: a private server's counters move by exactly the level's own drafts (tests/test_load_vllm.py checks
+    that on real servers). Another client's 7 drafted tokens at N = 4 and 16 are said, and only there; the recorded
+    default-pair run had the server to itself."""
+    from engine.load.stats import other_traffic
+    quiet, busy = document(SPEC, PLAIN), document(SPEC, PLAIN, foreign={4: 7, 16: 7})
+    assert other_traffic(quiet["servers"][0]["levels"]) == []
+    assert other_traffic(busy["servers"][0]["levels"]) == [4, 16]
+    assert "served other requests too" not in about(quiet, "a run")
+    assert "**The server with speculation served other requests too** at N = 4, 16" in about(busy, "a run")
+    saved = read_load(ASSETS_DIR.parent / "benchmarks" / "data" / "load-qwen-coder-2026-11-29.json")
+    assert other_traffic(saved["servers"][0]["levels"]) == []

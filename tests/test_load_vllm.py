@@ -19,6 +19,7 @@ from engine.config import SpecConfig
 from engine.formats.load_reader import read_load
 from engine.formats.trace import Trace
 from engine.load.runner import run_server
+from engine.load.stats import other_traffic
 from engine.vllm.transport import VllmError
 
 pytestmark = pytest.mark.vllm
@@ -73,6 +74,7 @@ def test_speculative_levels_match_the_servers_own_counters(measured):
             (level["acceptance"]["accepted"], level["acceptance"]["drafted"])
         steps = after["num_drafts"] - before["num_drafts"]
         assert level["acceptance"]["tau"] == pytest.approx(1 + accepted / steps)
+    assert other_traffic(speculative["levels"]) == []          # the session's server served nothing else meanwhile
 
 
 def test_the_server_without_speculation_is_a_baseline(measured):

@@ -7,24 +7,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from engine.cli.arguments import UsageError
 from engine.cli.machine import machine_record, provenance
 from engine.config import SpecConfig
-from engine.formats.load_format import LoadFormatError, load_document, save_load
+from engine.formats.load_format import LoadFormatError, save_load
 from engine.formats.load_reader import read_load
 from engine.load.batch_model import disagreements, document_model, why_sentence
-from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, run_server
+from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line
+from engine.load.stats import other_traffic
+from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, sweep_document
 from engine.vllm.transport import VllmError
-
-DEFAULT_PROMPTS = ("Write a Python function that returns the n-th Fibonacci number.",
-                   "Explain in two sentences what a hash table is.",
-                   "List three uses of a binary search.",
-                   "def quicksort(items):")
-EAGER = ("--compilation-config", '{"mode": 0}')
 
 
 def add_load_parser(commands: Any, handler: Callable[[argparse.Namespace], int]) -> None:
@@ -74,19 +69,6 @@ def _prompts(path: Path | None) -> list[str]:
     return prompts
 
 
-def _started(args: argparse.Namespace, method: str, measure: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """Serve the pair by `method` ("none": target only), measure it, stop it."""
-    from engine.vllm.server import ServerSpec, start_server
-    spec = ServerSpec(target=args.target, draft=args.draft if method == "draft_model" else None, method=method,
-                      k=args.k, dtype=args.dtype, extra_args=EAGER if args.eager else ())
-    with tempfile.TemporaryDirectory() as folder:
-        server = start_server(spec, Path(folder) / "server.log")
-        try:
-            return {**measure(str(server.address)), "threads": spec.threads}
-        finally:
-            server.stop()
-
-
 def command_load(args: argparse.Namespace) -> int:
     if args.summary is not None:
         try:
@@ -108,28 +90,14 @@ def command_load(args: argparse.Namespace) -> int:
     if args.target is not None and args.method == "draft_model" and not args.draft:
         raise UsageError("--method draft_model needs --draft FOLDER")
     config = SpecConfig(temperature=args.temperature, max_new_tokens=args.max_tokens)
-    records = []
+    served = Served(args.target, args.draft, args.method, args.k, args.dtype, args.eager) if args.target else None
     try:
-        for method, url in ((args.method, args.server), ("none", args.nospec_server)):
-            def measure(address: str, method: str = method) -> dict[str, Any]:
-                probe = max(levels) * (records[0]["k"] + 1) if records and records[0].get("k") else 0
-                return run_server(address, prompts, levels, config, args.method, lambda line: print(line, flush=True),
-                                  probe)
-            record = measure(url) if urls else _started(args, method, measure)
-            if record["speculative"] != (method != "none"):
-                raise UsageError(f"the server at {record['address']} runs "
-                                 f"{'with' if record['speculative'] else 'without'} speculation: "
-                                 f"{'--nospec-server' if method == 'none' else '--server'} must run "
-                                 f"{'without' if method == 'none' else 'with'} it")
-            records.append(record)
+        records = measure_servers((args.server, args.nospec_server) if urls else None, served, args.method, prompts,
+                                  levels, config, lambda line: print(line, flush=True))
     except VllmError as error:
         raise UsageError(str(error)) from None
-    if records[0]["model"] != records[1]["model"]:
-        raise UsageError(f"the two servers serve different models ({records[0]['model']!r}, {records[1]['model']!r})")
-    pair = {"target": args.target or records[0]["model"], "draft": args.draft if args.method == "draft_model" else None,
-            "method": args.method, "k": records[0]["k"], "dtype": args.dtype}
-    settings = {"temperature": args.temperature, "max_tokens": args.max_tokens, "levels": levels, "prompts": prompts}
-    document = load_document(pair, settings, records, machine_record(), provenance())
+    document = sweep_document(records, args.target, args.draft, args.method, args.dtype, prompts, levels, config,
+                              machine_record(), provenance())
     try:
         save_load(document, args.out)
     except OSError as error:
@@ -146,6 +114,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     if plain.get("forward_probe"):
         lines.insert(len(spec["levels"]), probe_line(plain["forward_probe"]))
     lines.append(crossover_line([spec, plain]))
+    if shared := other_traffic(spec["levels"]):
+        lines.append(f"the server with speculation served other requests too at N={','.join(map(str, shared))}: "
+                     "those levels' numbers include that traffic")
     model = document_model(document)
     if model is None:
         return [*lines, "batch cost model: no forward probe in this run"]

@@ -75,3 +75,18 @@ def acceptance(per_step: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[
     steps = sum(sum(1 for n in d if n > 0) for _, d in per_step)
     return {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted if drafted else None,
             "tau": tokens_per_verify_step(accepted, steps)}
+
+
+def other_traffic(levels: Sequence[dict[str, object]]) -> list[int]:
+    """The speculative server's levels (their N) whose /metrics counters moved by other than the level's own requests'
+    drafted and accepted tokens: the server served other requests meanwhile, and the level's numbers include them."""
+    shared = []
+    for level in levels:
+        before, after, own = level.get("counters_before"), level.get("counters_after"), level.get("acceptance")
+        if not (isinstance(before, dict) and isinstance(after, dict) and isinstance(own, dict)):
+            continue
+        moved = (after["num_draft_tokens"] - before["num_draft_tokens"],
+                 after["num_accepted_tokens"] - before["num_accepted_tokens"])
+        if moved != (own["drafted"], own["accepted"]):
+            shared.append(int(level["concurrency"]))          # type: ignore[call-overload]
+    return shared

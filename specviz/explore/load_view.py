@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
 from engine.formats.trace import Trace
+from engine.load.stats import other_traffic
 from specviz.assets import ASSETS_DIR
 from specviz.figures.load import (LoadRun, acceptance_figure, model_sentences, ratio_figure, step_cost_figure,
                                   throughput_figure)
@@ -81,6 +82,10 @@ def about(document: dict[str, Any] | None, source: str) -> str:
     busy, cores = machine.get("load_average"), machine.get("cores")
     shared = (f" The machine's one-minute load average was {busy[0]:.1f} on {cores or '?'} cores when it started (it "
               "counts the minute before too): compare these numbers only with each other." if busy else "")
+    if shared_levels := other_traffic(document["servers"][0]["levels"]):
+        shared += (f" **The server with speculation served other requests too** at N = "
+                   f"{', '.join(map(str, shared_levels))} (its counters moved by more than this run's own drafts): "
+                   "those levels' numbers include that traffic.")
     threads = document["servers"][0].get("threads")
     shared += f" Each server ran on {threads} threads, one after the other." if threads else ""
     return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, "

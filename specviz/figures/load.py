@@ -182,7 +182,8 @@ def _x_axis(levels: Sequence[Level], style: FigureStyle, **settings: Any) -> dic
     ns = [level.n for level in levels]
     low, high = min(ns) / 1.4, max(ns) * 1.4
     return axis(style, type="log", tickmode="array", tickvals=ns, ticktext=[str(n) for n in ns],
-                range=[math.log10(low), math.log10(high)], title={"text": "N: requests sent at once (log₂ scale)"},
+                range=[math.log10(low), math.log10(high)],
+                title={"text": "N: requests at once" if style.narrow else "N: requests sent at once (log₂ scale)"},
                 **settings)
 
 

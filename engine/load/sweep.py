@@ -1,0 +1,83 @@
+"""One load run from its servers to its document (docs/architecture.md §11): the server with speculation measured,
+then the one without, either two running servers or a pair started here one after the other (memory is short for
+two), checked to be what they claim, and written as a specviz.load/1 dict. `python -m engine load` and
+`bench.py --load` both run it. Torch-free."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from engine.config import SpecConfig
+from engine.formats.load_format import load_document
+from engine.load.runner import run_server
+from engine.vllm.transport import VllmError
+
+EAGER = ("--compilation-config", '{"mode": 0}')
+DEFAULT_PROMPTS = ("Write a Python function that returns the n-th Fibonacci number.",
+                   "Explain in two sentences what a hash table is.",
+                   "List three uses of a binary search.",
+                   "def quicksort(items):")
+
+
+@dataclass(frozen=True)
+class Served:
+    """A pair to serve: the speculative server (`method`, k) and then the target alone, each in `dtype`."""
+
+    target: str
+    draft: str | None
+    method: str = "draft_model"
+    k: int = 3
+    dtype: str = "float32"
+    eager: bool = False
+
+
+def _started(served: Served, method: str, measure: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Serve the pair by `method` ("none": target only), measure it, stop it; the record names its threads."""
+    from engine.vllm.server import ServerSpec, start_server
+    spec = ServerSpec(target=served.target, draft=served.draft if method == "draft_model" else None, method=method,
+                      k=served.k, dtype=served.dtype, extra_args=EAGER if served.eager else ())
+    with tempfile.TemporaryDirectory() as folder:
+        server = start_server(spec, Path(folder) / "server.log")
+        try:
+            return {**measure(str(server.address)), "threads": spec.threads}
+        finally:
+            server.stop()
+
+
+def measure_servers(urls: tuple[str, str] | None, served: Served | None, method: str, prompts: Sequence[str],
+                    levels: Sequence[int], config: SpecConfig, report: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The two servers' records, speculative first (the forward probe runs on the second, up to the largest verify);
+    VllmError in one sentence when a server is not what its place says or the two serve different models."""
+    records: list[dict[str, Any]] = []
+    for kind, url in ((method, urls[0] if urls else None), ("none", urls[1] if urls else None)):
+        def measure(address: str) -> dict[str, Any]:
+            probe = max(levels) * (records[0]["k"] + 1) if records and records[0].get("k") else 0
+            return run_server(address, prompts, levels, config, method, report, probe)
+        if urls:
+            record = measure(url or "")
+        elif served is not None:
+            record = _started(served, kind, measure)
+        else:
+            raise VllmError("The load run needs two server URLs or a pair to serve.")
+        if record["speculative"] != (kind != "none"):
+            raise VllmError(f"The server at {record['address']} runs {'with' if record['speculative'] else 'without'} "
+                            f"speculation: the {'second' if kind == 'none' else 'first'} server must run "
+                            f"{'without' if kind == 'none' else 'with'} it.")
+        records.append(record)
+    if records[0]["model"] != records[1]["model"]:
+        raise VllmError(f"The two servers serve different models ({records[0]['model']!r}, {records[1]['model']!r}).")
+    return records
+
+
+def sweep_document(records: list[dict[str, Any]], target: str | None, draft: str | None, method: str, dtype: str,
+                   prompts: Sequence[str], levels: Sequence[int], config: SpecConfig, machine: dict[str, Any],
+                   provenance: dict[str, str]) -> dict[str, Any]:
+    """The specviz.load/1 document of the two records, the machine they ran on and the command that ran them."""
+    pair = {"target": target or records[0]["model"], "draft": draft if method == "draft_model" else None,
+            "method": method, "k": records[0]["k"], "dtype": dtype}
+    settings = {"temperature": config.temperature, "max_tokens": config.max_new_tokens, "levels": list(levels),
+                "prompts": list(prompts)}
+    return load_document(pair, settings, records, machine, provenance)
