@@ -239,24 +239,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.temperatures = [float(t) for t in args.temperatures.split(",")]
     except ValueError:
         parser.error(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}")
-    try:
-        args.vllm_threads = [int(n) for n in args.vllm_threads.split(",")]
-    except ValueError:
-        parser.error(f"--vllm-threads must be comma-separated whole numbers, got {args.vllm_threads!r}")
-    if not args.vllm_threads or min(args.vllm_threads) < 1:
-        parser.error("--vllm-threads needs at least one thread count of 1 or more")
+    args.vllm_threads = _counts(parser, "--vllm-threads", args.vllm_threads, "thread count")
     args.only = [part for part in args.only.split("|") if part]
-    try:
-        args.load_levels = [int(n) for n in args.load_levels.split(",")]
-    except ValueError:
-        parser.error(f"--load-levels must be comma-separated whole numbers, got {args.load_levels!r}")
-    if not args.load_levels or min(args.load_levels) < 1:
-        parser.error("--load-levels needs at least one N of 1 or more")
+    args.load_levels = _counts(parser, "--load-levels", args.load_levels, "N")
     args.argv = list(sys.argv[1:] if argv is None else argv)        # saved with the run: the command it came from
     if args.random_weights and (args.suite or args.device) != "cuda":
         parser.error("--random-weights stands in for the preset's weights on a GPU: it runs the cuda suite "
                      "(--device cuda, or --suite cuda on a CPU)")
     return args
+
+
+def _counts(parser: argparse.ArgumentParser, option: str, text: str, what: str) -> list[int]:
+    """Comma-separated whole numbers of 1 or more, at least one; else the parser's error naming `option`."""
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        parser.error(f"{option} must be comma-separated whole numbers, got {text!r}")
+    if not counts or min(counts) < 1:
+        parser.error(f"{option} needs at least one {what} of 1 or more")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
