@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 from engine.config import SpecConfig
 from engine.formats.load_format import save_load
 from engine.load.batch_model import document_model
-from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, sweep_document
+from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, stopped, sweep_document
 
 def run_load(served: Served, levels: Sequence[int], config: SpecConfig, out: Path, machine: dict[str, Any],
              provenance: dict[str, str], report: Callable[[str], None]) -> dict[str, Any]:
@@ -39,9 +39,11 @@ def load_summary(document: dict[str, Any], file: str) -> dict[str, Any]:
                      "predicted_ratio": point.ratio if point else None})
     measured = next((row["n"] for row in rows if row["ratio"] is not None and row["ratio"] < 1), None)
     predicted = model.crossover() if model else None
+    stop = stopped(document)
     return {"file": file, "k": document["pair"]["k"], "dtype": document["pair"]["dtype"], "rows": rows,
             "crossover": measured, "predicted_crossover": predicted.n if predicted else None,
-            "model": model is not None}
+            "model": model is not None, "stopped": {"server": stop[0], "concurrency": stop[1], "why": stop[2]}
+            if stop else None}
 
 
 def load_lines(summary: dict[str, Any]) -> str:
@@ -54,6 +56,9 @@ def load_lines(summary: dict[str, Any]) -> str:
         model = f"{row['predicted_ratio']:.2f}x" if row["predicted_ratio"] is not None else "-"
         lines.append(f"| {row['n']} | {row['with_tokens_per_s']:.1f} | {row['without_tokens_per_s']:.1f} | {ratio} | "
                      f"{model} |")
+    if summary.get("stopped"):
+        stop = summary["stopped"]
+        lines.append(f"The sweep stopped at N = {stop['concurrency']} ({stop['server']}): {stop['why']}")
     measured, predicted = summary["crossover"], summary["predicted_crossover"]
     lines.append(f"Speculation stops paying at N = {measured} (measured)" if measured is not None else
                  "Speculation pays at every N measured")

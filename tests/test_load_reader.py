@@ -1,6 +1,7 @@
 """engine/formats/load_reader.py: the recorded tiny load run (benchmarks/data/load-tiny-*.json, a real
-document cut to its first level, with each server's threads and a forward probe added) is accepted, and every field deleted or set to an odd value is refused
-in one LoadFormatError naming it, as are documents whose parts contradict each other."""
+document cut to its first level, with each server's threads and a forward probe added) is accepted, and every
+field deleted or set to an odd value is refused in one LoadFormatError naming it, as are documents whose parts
+contradict each other; a run that stopped keeps the levels before its stop."""
 
 from __future__ import annotations
 
@@ -141,3 +142,29 @@ def test_the_server_list_must_hold_two_servers_and_the_text_be_json(document):
         parse_load_json(json.dumps(document)[:-10])
     with pytest.raises(LoadFormatError, match="levels"):
         parse_load(changed(document, ("settings", "levels"), [1, 2]))
+
+
+def test_a_run_that_stopped_keeps_the_levels_before_its_stop_and_says_where():
+    """A server that failed a level ends the run there: both servers hold the levels before it, one `stopped` names
+    the level; anything else contradicts the grid."""
+    data = read_load(RECORDED)
+    grid = data["settings"]["levels"]
+    for server in data["servers"]:
+        server["levels"] = server["levels"][:2]
+    stop = {"concurrency": grid[2], "why": "The vLLM server at x closed the stream."}
+    kept = parse_load(changed(data, ("servers", 0, "stopped"), stop))
+    assert [len(server["levels"]) for server in kept["servers"]] == [2, 2]
+    assert parse_load(changed(data, ("servers", 1, "stopped"), stop))["servers"][1]["stopped"] == stop
+    cases = [(("servers", 0, "stopped"), stop | {"concurrency": grid[3]}, "servers[0].levels"),
+             (("servers", 0, "stopped"), stop | {"concurrency": grid[0]}, "servers[0].stopped.concurrency"),
+             (("servers", 0, "stopped"), stop | {"concurrency": 999}, "servers[0].stopped.concurrency"),
+             (("servers", 0, "stopped"), stop | {"why": 5}, "servers[0].stopped.why"),
+             (("servers", 0, "stopped"), "x", "servers[0].stopped")]
+    for where, value, named in cases:
+        with pytest.raises(LoadFormatError) as caught:
+            parse_load(changed(data, where, value))
+        assert named in str(caught.value), str(caught.value)
+    with pytest.raises(LoadFormatError, match="stops once"):
+        parse_load(changed(changed(data, ("servers", 0, "stopped"), stop), ("servers", 1, "stopped"), stop))
+    with pytest.raises(LoadFormatError, match="levels of settings.levels"):     # cut short without a stop
+        parse_load(data)

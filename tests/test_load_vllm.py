@@ -132,3 +132,35 @@ def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, tiny_plain_vllm
                  "--max-tokens", "2", "--out", str(swapped)]) == 2
     assert not swapped.exists()
     assert "runs without speculation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("failing", ["with", "without"])
+def test_a_server_failing_a_level_keeps_the_levels_before_it(tiny_vllm, tiny_plain_vllm, monkeypatch, tmp_path,
+                                                             capsys, failing):
+    """A level the server fails (isolated here: the level's requests raise the stream's own VllmError, as a cut
+    stream does) ends the sweep: the levels both servers measured before it are saved and drawn, the stop is named
+    in one sentence on the page and by the CLI, and the CLI exits 1."""
+    import engine.load.runner as runner
+    from engine.load.sweep import stopped
+    from specviz.explore.load_view import about
+    real = runner.run_level
+    why = "The vLLM server at the test's address closed the stream before the request finished."
+
+    def cut(info, prompts, concurrency, config):
+        if concurrency == 2 and info.speculative == (failing == "with"):
+            raise VllmError(why)
+        return real(info, prompts, concurrency, config)
+
+    monkeypatch.setattr(runner, "run_level", cut)
+    out = tmp_path / "stopped.json"
+    assert main(["load", "--server", tiny_vllm.url, "--nospec-server", tiny_plain_vllm.url, "--levels", "1,2,4",
+                 "--max-tokens", "4", "--out", str(out)]) == 1
+    document = read_load(out)
+    assert [[level["concurrency"] for level in server["levels"]] for server in document["servers"]] == [[1], [1]]
+    server = "the server with speculation" if failing == "with" else "the server without speculation"
+    assert stopped(document) == (server, 2, why)
+    assert f"**This run stopped at N = 2**, where {server} failed: {why}" in about(document, "a run")
+    captured = capsys.readouterr()
+    assert f"the run stopped at N=2 on {server}: the levels before it are kept" in captured.out
+    assert f"error: the run stopped at N=2 on {server}; what it measured before (1 level) is saved in {out}" \
+        in captured.err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,9 +17,9 @@ from engine.config import SpecConfig
 from engine.formats.load_format import LoadFormatError, save_load
 from engine.formats.load_reader import read_load
 from engine.load.batch_model import disagreements, document_model, why_sentence
-from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line
+from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, stop_line
 from engine.load.stats import other_traffic
-from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, sweep_document
+from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, stopped, sweep_document
 from engine.vllm.transport import VllmError
 
 
@@ -102,18 +103,35 @@ def command_load(args: argparse.Namespace) -> int:
         save_load(document, args.out)
     except OSError as error:
         raise UsageError(f"cannot write {args.out}: {error.strerror}") from None
-    print("\n".join(summary_lines(document)[len(levels) * 2 + ("forward_probe" in records[1]):]))
+    print("\n".join(verdict_lines(document)))
     print(f"wrote {args.out}")
+    if (stop := stopped(document)) is not None:
+        kept = len(records[0]["levels"])
+        print(f"error: the run stopped at N={stop[1]} on {stop[0]}; what it measured before ({kept} "
+              f"level{'s' if kept > 1 else ''}) is saved in {args.out}", file=sys.stderr)
+        return 1
     return 0
 
 
 def summary_lines(document: dict[str, Any]) -> list[str]:
-    """What a run printed as it went (each level, the probe), then its crossover and the batch cost model."""
+    """What a run printed as it went (each level, the probe, a stop), then its verdict (a run cut short printed
+    levels of the other server that it then dropped: each point needs both)."""
+    lines = []
+    for server in document["servers"]:
+        if server.get("forward_probe"):
+            lines.append(probe_line(server["forward_probe"]))
+        lines += [level_line(server["speculative"], level) for level in server["levels"]]
+        if server.get("stopped"):
+            lines.append(stop_line(server["speculative"], server["stopped"]))
+    return lines + verdict_lines(document)
+
+
+def verdict_lines(document: dict[str, Any]) -> list[str]:
+    """The crossover, other traffic, where the run stopped, and the batch cost model."""
     spec, plain = document["servers"]
-    lines = [level_line(server["speculative"], level) for server in (spec, plain) for level in server["levels"]]
-    if plain.get("forward_probe"):
-        lines.insert(len(spec["levels"]), probe_line(plain["forward_probe"]))
-    lines.append(crossover_line([spec, plain]))
+    lines = [crossover_line([spec, plain])]
+    if (stop := stopped(document)) is not None:
+        lines.append(f"the run stopped at N={stop[1]} on {stop[0]}: the levels before it are kept")
     if shared := other_traffic(spec["levels"]):
         lines.append(f"the server with speculation served other requests too at N={','.join(map(str, shared))}: "
                      "those levels' numbers include that traffic")

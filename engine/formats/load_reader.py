@@ -214,6 +214,26 @@ def _check_unicode(value: Any, where: str) -> None:
             _check_unicode(item, f"{where}[{i}]")
 
 
+def _grid(servers: list[Any], levels: list[int]) -> list[int]:
+    """The levels both servers hold: all of settings.levels, or those before the one where the run stopped (one
+    server's `stopped` {concurrency, why}: a level it failed; the levels before it are kept)."""
+    stops = [(s, server["stopped"]) for s, server in enumerate(servers)
+             if isinstance(server, dict) and server.get("stopped") is not None]
+    if not stops:
+        return levels
+    if len(stops) > 1:
+        raise _fail("servers[1].stopped", "a run stops once: only one server may say where")
+    s, stop = stops[0]
+    where = f"servers[{s}].stopped"
+    stop = _object(stop, where)
+    _text(_get(stop, "why", where), f"{where}.why")
+    at = _integer(_get(stop, "concurrency", where), f"{where}.concurrency", 1)
+    if at not in levels[1:]:
+        raise _fail(f"{where}.concurrency", "must be one of settings.levels after the first (the first must be "
+                                            "measured for the run to be saved)")
+    return levels[:levels.index(at)]
+
+
 def parse_load(data: Any) -> dict[str, Any]:
     """The document, checked (LoadFormatError naming the first bad field)."""
     data = _object(data, "the load document")
@@ -246,8 +266,10 @@ def parse_load(data: Any) -> dict[str, Any]:
                 raise _fail(f"{where}.forward_probe", "must be null on the server with speculation")
             _check_probe(server["forward_probe"], f"{where}.forward_probe")
         levels = _list(_get(server, "levels", where), f"{where}.levels")
-        if len(levels) != len(settings["levels"]):
-            raise _fail(f"{where}.levels", f"must hold the {len(settings['levels'])} levels of settings.levels")
+        grid = _grid(servers, settings["levels"])
+        if len(levels) != len(grid):
+            raise _fail(f"{where}.levels", f"must hold the {len(grid)} levels of settings.levels"
+                        + (" measured before the run stopped" if len(grid) < len(settings["levels"]) else ""))
         for i, (level, concurrency) in enumerate(zip(levels, settings["levels"])):
             _check_level(level, f"{where}.levels[{i}]", concurrency, len(settings["prompts"]), speculative)
     return data

@@ -82,7 +82,8 @@ def run_server(address: str, prompts: Sequence[str], levels: Sequence[int], conf
                method: str = "draft_model", report: Callable[[str], None] = lambda line: None,
                probe_tokens: int = 0) -> dict[str, Any]:
     """One server's record (specviz.load/1 `servers[i]`): every level in order; on the server without speculation
-    and `probe_tokens` > 0, first the forward probe up to that many tokens (engine/load/forward_probe.py)."""
+    and `probe_tokens` > 0, first the forward probe up to that many tokens (engine/load/forward_probe.py). A level
+    the server fails ends the record there: `stopped` {concurrency, why} and the levels measured before it."""
     if not prompts:
         raise VllmError("The load run needs at least one prompt.")
     info = server_info(address, method)
@@ -96,7 +97,12 @@ def run_server(address: str, prompts: Sequence[str], levels: Sequence[int], conf
             record["forward_probe"] = forward_probe(info, session, ids, probe_sizes(probe_tokens))
             report(probe_line(record["forward_probe"]))
     for concurrency in levels:
-        level = run_level(info, prompts, concurrency, config)
+        try:
+            level = run_level(info, prompts, concurrency, config)
+        except VllmError as error:          # a stream cut, a request dropped: the levels before it are kept
+            record["stopped"] = {"concurrency": concurrency, "why": str(error)}
+            report(stop_line(info.speculative, record["stopped"]))
+            break
         record["levels"].append(level)
         report(level_line(info.speculative, level))
     return record
@@ -107,6 +113,11 @@ def probe_line(probe: dict[str, Any]) -> str:
     medians = (sorted(times)[len(times) // 2] for times in probe["seconds"])
     return "forward probe  " + "  ".join(f"{size} tok: {seconds * 1000:.0f} ms"
                                          for size, seconds in zip(probe["sizes"], medians))
+
+
+def stop_line(speculative: bool, stop: dict[str, Any]) -> str:
+    """The printed line of the level a server failed."""
+    return f"{'spec' if speculative else 'none'} N={stop['concurrency']:<3d} stopped: {stop['why']}"
 
 
 def level_line(speculative: bool, level: dict[str, Any]) -> str:

@@ -53,9 +53,11 @@ def measure_servers(urls: tuple[str, str] | None, served: Served | None, method:
     VllmError in one sentence when a server is not what its place says or the two serve different models."""
     records: list[dict[str, Any]] = []
     for kind, url in ((method, urls[0] if urls else None), ("none", urls[1] if urls else None)):
+        grid = levels[:len(records[0]["levels"])] if records else levels     # the baseline runs what was measured
+
         def measure(address: str) -> dict[str, Any]:
-            probe = max(levels) * (records[0]["k"] + 1) if records and records[0].get("k") else 0
-            return run_server(address, prompts, levels, config, method, report, probe)
+            probe = max(grid) * (records[0]["k"] + 1) if records and records[0].get("k") else 0
+            return run_server(address, prompts, grid, config, method, report, probe)
         if urls:
             record = measure(url or "")
         elif served is not None:
@@ -67,9 +69,32 @@ def measure_servers(urls: tuple[str, str] | None, served: Served | None, method:
                             f"speculation: the {'second' if kind == 'none' else 'first'} server must run "
                             f"{'without' if kind == 'none' else 'with'} it.")
         records.append(record)
+        if not record["levels"]:
+            raise VllmError(f"The server at {record['address']} failed the first level, so nothing was measured: "
+                            f"{record['stopped']['why']}")
     if records[0]["model"] != records[1]["model"]:
         raise VllmError(f"The two servers serve different models ({records[0]['model']!r}, {records[1]['model']!r}).")
+    return _common_levels(records)
+
+
+def _common_levels(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Both servers cut to the levels both measured (a level is a pair of points): a record cut shorter loses its
+    own stop, so the one left names the level where the run ended."""
+    measured = min(len(record["levels"]) for record in records)
+    for record in records:
+        if len(record["levels"]) > measured:
+            del record["levels"][measured:]
+            record.pop("stopped", None)
     return records
+
+
+def stopped(document: dict[str, Any]) -> tuple[str, int, str] | None:
+    """(which server, the N where the run stopped, why) for a run that ended early; None for a whole one."""
+    for server in document["servers"]:
+        if server.get("stopped"):
+            which = "the server with speculation" if server["speculative"] else "the server without speculation"
+            return which, server["stopped"]["concurrency"], server["stopped"]["why"]
+    return None
 
 
 def sweep_document(records: list[dict[str, Any]], target: str | None, draft: str | None, method: str, dtype: str,

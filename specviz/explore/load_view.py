@@ -22,6 +22,7 @@ from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
 from engine.formats.trace import Trace
 from engine.load.stats import other_traffic
+from engine.load.sweep import stopped
 from specviz.assets import ASSETS_DIR
 from specviz.figures.load import (LoadRun, acceptance_figure, model_sentences, ratio_figure, step_cost_figure,
                                   throughput_figure)
@@ -86,6 +87,9 @@ def about(document: dict[str, Any] | None, source: str) -> str:
         shared += (f" **The server with speculation served other requests too** at N = "
                    f"{', '.join(map(str, shared_levels))} (its counters moved by more than this run's own drafts): "
                    "those levels' numbers include that traffic.")
+    if (stop := stopped(document)) is not None:
+        shared += (f" **This run stopped at N = {stop[1]}**, where {stop[0]} failed: {stop[2]} The levels measured "
+                   "before it are drawn.")
     threads = document["servers"][0].get("threads")
     shared += f" Each server ran on {threads} threads, one after the other." if threads else ""
     return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, "
