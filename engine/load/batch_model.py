@@ -127,8 +127,8 @@ def why_sentence(model: BatchModel) -> str:
             f"{point.n} × ({k} + 1) = {point.verify_tokens} tokens a step, which the probe timed at "
             f"{point.verify_growth:.1f}× its {point.n}-token forward; with the drafts' own forwards a speculative "
             f"step takes {cost:.1f}× a plain step but brings each request only {point.tokens_per_step:.2f} tokens to "
-            "the plain step's 1. The target's forward is no longer memory-bound: the drafts' extra tokens are no "
-            "longer free.")
+            "the plain step's 1. The target's forward is no longer memory-bound (reading its weights no longer "
+            "dominates; the arithmetic over the extra tokens does): the drafts' extra tokens are no longer free.")
 
 
 def later_steps(trace: Trace) -> tuple[tuple[float, ...], tuple[int, ...]]:

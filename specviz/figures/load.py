@@ -39,7 +39,7 @@ WITH, WITHOUT = "#0072B2", "#555555"            # with speculation (blue, solid)
 AGGREGATE, PER_REQUEST = "#0072B2", "#E69F00"   # the two ratios
 MODEL = "#009E73"                               # the batch cost model's predictions (green, dotted)
 PREDICTED_CROSSOVER = {"symbol": "diamond-open", "size": 18, "color": MODEL, "line": {"width": 3}}
-CROSSOVER = {"symbol": "circle-open", "size": 22, "color": COLORS["cut"], "line": {"width": 3}}
+CROSSOVER = {"symbol": "circle-open", "size": 22, "line": {"width": 3}}   # in its ratio's colour; one request's square
 CLICK = "click a point to list its requests"
 
 
@@ -120,7 +120,11 @@ def model_sentences(run: LoadRun) -> str:
     return (f"**Why (the batch cost model):** {why_sentence(model)}\n\n**The model against the measurement:** "
             f"crossover {where}. {gap} The model takes the drafts' cost from the steps measured at "
             f"N = {model.calibrated_n} and each N's tokens per step from that N's own steps; every other step time "
-            "is its prediction from the forward probe (the target timed over 1, 2, 4, … tokens).")
+            "is its prediction from the forward probe (the target timed over 1, 2, 4, … tokens). At "
+            f"N = {model.calibrated_n} it matches the measured step by construction; its ratio still differs there "
+            "because the measured walls also hold the prompts' prefill, which the model leaves out. A step's tokens "
+            "here are those it emitted: the τ printed by the run (vLLM's mean acceptance length) also counts drafts "
+            "vLLM accepted past the token budget or the end of the text, and never sent.")
 
 
 def _level(spec: dict[str, Any], plain: dict[str, Any]) -> Level:
@@ -270,7 +274,9 @@ def ratio_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.
         if (first := crossover(levels, which)) is not None:
             marks.append({"type": "scatter", "mode": "markers", "x": [first.n], "y": [first.ratio(which)],
                           "meta": f"crossover.{which}", "name": f"crossover, {name}: the first N below 1×",
-                          "marker": CROSSOVER, "customdata": [[first.n]],
+                          "marker": CROSSOVER | ({"color": AGGREGATE} if which == "aggregate" else
+                                                 {"color": PER_REQUEST, "symbol": "square-open", "size": 30}),
+                          "customdata": [[first.n]],
                           "hovertemplate": f"crossover ({name}): from N = {first.n} speculation is slower than "
                                            "the same server without it<extra></extra>"})
     if run.model is not None:
@@ -409,7 +415,8 @@ def step_cost_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) ->
                             [[level.n] for level in levels]))
         subtitle += (" Dotted: the batch cost model's step (the target verifying N × (k + 1) tokens, timed by the "
                      "forward probe, plus the drafts' forwards); grey: a step without speculation, one forward over "
-                     "N tokens.")
+                     "N tokens, which brings each request one token. Where the per-token line rises above the grey "
+                     "one, a token costs more with speculation than without it.")
     return _framed(traces, title, subtitle, style, 260, xaxis=_x_axis(levels, style),
                    yaxis={"title": {"text": "milliseconds"}, "rangemode": "tozero"})
 
