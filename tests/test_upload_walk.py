@@ -57,7 +57,7 @@ TRACES = sorted((ASSETS_DIR / "traces").glob("*.json"))
 RACES = sorted((ASSETS_DIR / "races").glob("*.json"))
 SWEEPS = sorted(path for path in (ASSETS_DIR / "sweeps").glob("*.json") if path.name != "prompts.json")
 LOADS = sorted((ASSETS_DIR / "loads").glob("*.json"))
-LOAD_LEVELS = 2             # levels kept of a bundled load run (every request of each, each trace cut as above)
+LOAD_LEVELS = 1             # levels kept of a bundled load run (N = 1: its one request, its trace cut as above)
 TRACE_STEPS = 3             # steps kept of a bundled trace: the first (the prefill), a middle one, the last
 PHONE = (False, 300)        # the narrowest screen: every figure in its cramped layout
 REFUSED = re.compile(r"^Not a SpecViz (trace|race|sweep|load run): (?P<why>[^\n]*\S)$")
@@ -284,8 +284,8 @@ def test_the_error_names_the_damaged_field():
     cases = [("trace", "sampled", ("steps", 1, "draft", 0, "q"), "x", "steps[1].draft[0].q"),
              ("race", RACES[0].name, ("speculative", "steps", 2, "t_s"), -1, "speculative.steps[2].t_s"),
              ("sweep", "qwen-coder.json", ("cells", 3, "draft_cost"), -0.5, "cells[3].draft_cost"),
-             ("load", LOADS[0].name, ("servers", 1, "levels", 1, "requests", 0, "done_s"), -1,
-              "servers[1].levels[1].requests[0].done_s")]
+             ("load", LOADS[0].name, ("servers", 1, "levels", 0, "requests", 0, "done_s"), -1,
+              "servers[1].levels[0].requests[0].done_s")]
     for kind, name, path, value, named in cases:
         data = json.dumps(replaced(json.loads(document(kind, name)), path, value)).encode()
         with pytest.raises(gr.Error) as refused:
