@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from engine.config import SpecConfig
 from engine.formats.load_format import save_load
 from engine.load.batch_model import document_model
+from engine.load.stats import aggregate_ratios, measured_crossover
 from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, stopped, sweep_document
 
 def run_load(served: Served, levels: Sequence[int], config: SpecConfig, out: Path, machine: dict[str, Any],
@@ -29,15 +30,15 @@ def load_summary(document: dict[str, Any], file: str) -> dict[str, Any]:
     """Per N: both servers' aggregate tokens/s, their ratio and the model's; the two crossovers (None: none)."""
     spec, plain = document["servers"]
     model = document_model(document)
+    ratios = aggregate_ratios(document)
     rows = []
     for with_level, without_level in zip(spec["levels"], plain["levels"]):
         n = with_level["concurrency"]
-        with_speed, without_speed = with_level["aggregate_tokens_per_s"], without_level["aggregate_tokens_per_s"]
         point = model.at(n) if model else None
-        rows.append({"n": n, "with_tokens_per_s": with_speed, "without_tokens_per_s": without_speed,
-                     "ratio": with_speed / without_speed if without_speed > 0 else None,
+        rows.append({"n": n, "with_tokens_per_s": with_level["aggregate_tokens_per_s"],
+                     "without_tokens_per_s": without_level["aggregate_tokens_per_s"], "ratio": ratios.get(n),
                      "predicted_ratio": point.ratio if point else None})
-    measured = next((row["n"] for row in rows if row["ratio"] is not None and row["ratio"] < 1), None)
+    measured = measured_crossover(ratios)
     predicted = model.crossover() if model else None
     stop = stopped(document)
     return {"file": file, "k": document["pair"]["k"], "dtype": document["pair"]["dtype"], "rows": rows,

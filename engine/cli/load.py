@@ -18,7 +18,7 @@ from engine.formats.load_format import LoadFormatError, save_load
 from engine.formats.load_reader import read_load
 from engine.load.batch_model import disagreements, document_model, why_sentence
 from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, stop_line
-from engine.load.stats import other_traffic
+from engine.load.stats import aggregate_ratios, measured_crossover, other_traffic
 from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, stopped, sweep_document
 from engine.vllm.transport import VllmError
 
@@ -128,8 +128,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
 
 def verdict_lines(document: dict[str, Any]) -> list[str]:
     """The crossover, other traffic, where the run stopped, and the batch cost model."""
-    spec, plain = document["servers"]
-    lines = [crossover_line([spec, plain])]
+    spec = document["servers"][0]
+    measured = aggregate_ratios(document)
+    lines = [crossover_line(measured)]
     if (stop := stopped(document)) is not None:
         lines.append(f"the run stopped at N={stop[1]} on {stop[0]}: the levels before it are kept")
     if shared := other_traffic(spec["levels"]):
@@ -138,8 +139,6 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     model = document_model(document)
     if model is None:
         return [*lines, "batch cost model: no forward probe in this run"]
-    measured = {a["concurrency"]: a["aggregate_tokens_per_s"] / b["aggregate_tokens_per_s"]
-                for a, b in zip(spec["levels"], plain["levels"]) if b["aggregate_tokens_per_s"] > 0}
     predicted = model.crossover()
     off = disagreements(model, measured)
     lines.append(f"batch cost model (calibrated at N={model.calibrated_n}): predicted "
@@ -152,11 +151,9 @@ def verdict_lines(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def crossover_line(records: list[dict[str, Any]]) -> str:
+def crossover_line(ratios: dict[int, float]) -> str:
     """The ratio of aggregate tokens/s per level and the first level where speculation stops paying."""
-    ratios = [(spec["concurrency"], spec["aggregate_tokens_per_s"] / base["aggregate_tokens_per_s"])
-              for spec, base in zip(records[0]["levels"], records[1]["levels"]) if base["aggregate_tokens_per_s"] > 0]
-    text = "  ".join(f"N={n}: {ratio:.2f}x" for n, ratio in ratios)
-    crossover = next((n for n, ratio in ratios if ratio < 1.0), None)
+    text = "  ".join(f"N={n}: {ratio:.2f}x" for n, ratio in ratios.items())
+    crossover = measured_crossover(ratios)
     return (f"aggregate speedup {text}; " + (f"speculation stops paying at N={crossover}" if crossover is not None
                                                else "speculation pays at every level"))

@@ -248,6 +248,7 @@ def parse_load(data: Any) -> dict[str, Any]:
     servers = _list(_get(data, "servers", ""), "servers")
     if len(servers) != 2:
         raise _fail("servers", "must hold exactly two servers: with speculation, then without")
+    grid = _grid(servers, settings["levels"])
     for s, (server, speculative) in enumerate(zip(servers, (True, False))):
         where = f"servers[{s}]"
         server = _object(server, where)
@@ -266,7 +267,6 @@ def parse_load(data: Any) -> dict[str, Any]:
                 raise _fail(f"{where}.forward_probe", "must be null on the server with speculation")
             _check_probe(server["forward_probe"], f"{where}.forward_probe")
         levels = _list(_get(server, "levels", where), f"{where}.levels")
-        grid = _grid(servers, settings["levels"])
         if len(levels) != len(grid):
             raise _fail(f"{where}.levels", f"must hold the {len(grid)} levels of settings.levels"
                         + (" measured before the run stopped" if len(grid) < len(settings["levels"]) else ""))

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from engine.config import SpecConfig
+from engine.load.batch_model import ForwardCurve
 from engine.load.forward_probe import forward_probe, probe_sizes
 from engine.load.requests import Finished, prepare, send, finish_trace
 from engine.load.stats import RequestTimes, acceptance, level_summary
@@ -109,10 +110,10 @@ def run_server(address: str, prompts: Sequence[str], levels: Sequence[int], conf
 
 
 def probe_line(probe: dict[str, Any]) -> str:
-    """The probe's medians, printed."""
-    medians = (sorted(times)[len(times) // 2] for times in probe["seconds"])
+    """The probe's medians (the batch cost model's curve), printed."""
+    curve = ForwardCurve.of(probe)
     return "forward probe  " + "  ".join(f"{size} tok: {seconds * 1000:.0f} ms"
-                                         for size, seconds in zip(probe["sizes"], medians))
+                                         for size, seconds in zip(curve.sizes, curve.seconds))
 
 
 def stop_line(speculative: bool, stop: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.metrics import tokens_per_verify_step
 
@@ -77,7 +77,20 @@ def acceptance(per_step: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[
             "tau": tokens_per_verify_step(accepted, steps)}
 
 
-def other_traffic(levels: Sequence[dict[str, object]]) -> list[int]:
+def aggregate_ratios(document: dict[str, Any]) -> dict[int, float]:
+    """Per N, the speculative server's aggregate tokens/s over the plain server's (N where the plain made none is
+    left out): the measured ratio every reader of a load run draws or prints."""
+    spec, plain = document["servers"]
+    return {a["concurrency"]: a["aggregate_tokens_per_s"] / b["aggregate_tokens_per_s"]
+            for a, b in zip(spec["levels"], plain["levels"]) if b["aggregate_tokens_per_s"] > 0}
+
+
+def measured_crossover(ratios: dict[int, float]) -> int | None:
+    """The first N (in the grid's order) whose ratio falls below 1: where speculation stops paying."""
+    return next((n for n, ratio in ratios.items() if ratio < 1.0), None)
+
+
+def other_traffic(levels: Sequence[dict[str, Any]]) -> list[int]:
     """The speculative server's levels (their N) whose /metrics counters moved by other than the level's own requests'
     drafted and accepted tokens: the server served other requests meanwhile, and the level's numbers include them."""
     shared = []
@@ -88,5 +101,5 @@ def other_traffic(levels: Sequence[dict[str, object]]) -> list[int]:
         moved = (after["num_draft_tokens"] - before["num_draft_tokens"],
                  after["num_accepted_tokens"] - before["num_accepted_tokens"])
         if moved != (own["drafted"], own["accepted"]):
-            shared.append(int(level["concurrency"]))          # type: ignore[call-overload]
+            shared.append(level["concurrency"])
     return shared
