@@ -146,19 +146,29 @@ def document_model(document: dict[str, Any]) -> BatchModel | None:
     measured steps, each level's τ its requests' measured steps (None without a probe, or a level without a
     measured step)."""
     probe = document["servers"][1].get("forward_probe")
-    spec_levels = document["servers"][0]["levels"]
-    if not probe or not spec_levels:
+    if not probe:
         return None
+    steps = {level["concurrency"]: [later_steps(Trace.from_dict(r["trace"])) for r in level["requests"]
+                                    if r.get("trace") is not None] for level in document["servers"][0]["levels"]}
+    return measured_model(probe, document["pair"]["k"], steps)
+
+
+def measured_model(probe: dict[str, Any], k: int,
+                   steps: Mapping[int, Sequence[tuple[Sequence[float], Sequence[int]]]]) -> BatchModel | None:
+    """The model from the forward probe and, per N, its requests' measured steps after their first (`later_steps`:
+    times in ms, emitted tokens): calibrated at the lowest N, each N's τ its own (None without a level, or a level
+    without a measured step)."""
     step_s: dict[int, float] = {}
     tokens: dict[int, float] = {}
-    for level in spec_levels:
-        steps = [later_steps(Trace.from_dict(r["trace"])) for r in level["requests"] if r.get("trace") is not None]
-        times = [ms for ms_list, _ in steps for ms in ms_list]
+    for n, requests in steps.items():
+        times = [ms for ms_list, _ in requests for ms in ms_list]
         if not times:
             return None
-        step_s[level["concurrency"]] = sum(times) / len(times) / 1000
-        tokens[level["concurrency"]] = sum(sum(emitted) for _, emitted in steps) / len(times)
-    return batch_model(ForwardCurve.of(probe), document["pair"]["k"], list(step_s), step_s[min(step_s)], tokens)
+        step_s[n] = sum(times) / len(times) / 1000
+        tokens[n] = sum(sum(emitted) for _, emitted in requests) / len(times)
+    if not step_s:
+        return None
+    return batch_model(ForwardCurve.of(probe), k, list(step_s), step_s[min(step_s)], tokens)
 
 
 def disagreements(model: BatchModel, measured: dict[int, float]) -> list[tuple[int, float, float]]:

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import plotly.graph_objects as go
 
 from engine.formats.trace import Trace
-from engine.load.batch_model import BatchModel, disagreements, document_model, later_steps, why_sentence
+from engine.load.batch_model import BatchModel, disagreements, later_steps, measured_model, why_sentence
 from specviz.figures.common import axis, empty_figure, legend_px, make_figure, text_px
 from specviz.quantities import ACCEPTANCE_RATE
 from specviz.style import COLORS, FigureStyle
@@ -100,8 +100,10 @@ class LoadRun:
     @classmethod
     def of(cls, document: dict[str, Any]) -> "LoadRun":
         spec, plain = document["servers"]
-        return cls(tuple(_level(a, b) for a, b in zip(spec["levels"], plain["levels"])), document["pair"]["k"],
-                   document["settings"]["temperature"], document_model(document))
+        levels = tuple(_level(a, b) for a, b in zip(spec["levels"], plain["levels"]))
+        probe, k = plain.get("forward_probe"), document["pair"]["k"]
+        steps = {level.n: [(request.step_ms, request.step_tokens) for request in level.requests] for level in levels}
+        return cls(levels, k, document["settings"]["temperature"], measured_model(probe, k, steps) if probe else None)
 
 
 def model_sentences(run: LoadRun) -> str:
