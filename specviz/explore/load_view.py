@@ -74,8 +74,9 @@ def _model_name(folder: str) -> str:
     return re.sub(r"^[0-9a-f]{16}-", "", name)
 
 
-def about(document: dict[str, Any] | None, source: str) -> str:
-    """Where the run comes from, the pair, the machine it ran on, and what the batch cost model says of it."""
+def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = None) -> str:
+    """Where the run comes from, the pair, the machine it ran on, and what the batch cost model says of it (`run`:
+    the document as the charts read it, when the caller has it)."""
     if document is None:
         return "No load run recorded here: upload one (`python -m engine load ... --out FILE` writes it)."
     pair, settings, machine = document["pair"], document["settings"], document["machine"]
@@ -95,17 +96,25 @@ def about(document: dict[str, Any] | None, source: str) -> str:
     return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, "
             f"{pair['dtype']}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, on "
             f"{machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
-            f"\n\n{model_sentences(LoadRun.of(document))}")
+            f"\n\n{model_sentences(run or LoadRun.of(document))}")
 
 
-def render_load(document: dict[str, Any] | None, status: str, style: FigureStyle = FigureStyle()) -> LoadViews:
-    """Every chart of `document` (None: the empty charts) and the level picker offering its grid."""
-    run = LoadRun.of(document) if document is not None else None
+def render_load(document: dict[str, Any] | None, status: str, style: FigureStyle = FigureStyle(),
+                run: LoadRun | None = None) -> LoadViews:
+    """Every chart of `document` (None: the empty charts) and the level picker offering its grid (`run`: the
+    document as read, when the caller has it)."""
+    run = run or (LoadRun.of(document) if document is not None else None)
     levels = [level.n for level in run.levels] if run else []
     return LoadViews(document, status, ratio_figure(run, style), throughput_figure(run, style),
                      acceptance_figure(run, style), step_cost_figure(run, style),
                      gr.update(choices=[(f"N = {n}", n) for n in levels], value=None),
                      gr.update(choices=[], value=None, visible=False))
+
+
+def shown(document: dict[str, Any] | None, source: str, style: FigureStyle) -> LoadViews:
+    """The section for `document` from `source`: its traces read once for the status and every chart."""
+    run = LoadRun.of(document) if document is not None else None
+    return render_load(document, about(document, source, run), style, run)
 
 
 def request_choices(document: dict[str, Any] | None, n: Any) -> list[tuple[str, int]]:
@@ -136,7 +145,7 @@ class LoadHandlers:
         self.name = name
 
     def first(self) -> LoadViews:
-        return render_load(self.shown_first, about(self.shown_first, f"the recorded run **{self.name}**"))
+        return shown(self.shown_first, f"the recorded run **{self.name}**", FigureStyle())
 
     def _document(self, document: dict[str, Any] | None) -> dict[str, Any] | None:
         return document if document is not None else self.shown_first
@@ -144,8 +153,7 @@ class LoadHandlers:
     def upload(self, data: bytes | None, large: bool, width: float | None) -> tuple[Any, ...]:
         """Draw an uploaded load run; a bad file is a gr.Error and the run shown stays."""
         document = parse_upload(data, MAX_LOAD_BYTES, "load run", parse_load_json, LoadFormatError)
-        return render_load(document, about(document, "an uploaded load run"),
-                           FigureStyle.for_screen(large, width)).outputs()
+        return shown(document, "an uploaded load run", FigureStyle.for_screen(large, width)).outputs()
 
     def restyle(self, document: dict[str, Any] | None, status: str, large: bool,
                 width: float | None) -> tuple[Any, ...]:
