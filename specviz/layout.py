@@ -12,6 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from engine.formats.race import Race
+from engine.load.class_point import ClassLog
 from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trace, load_lab_traces, load_recorded_race,
                             load_recorded_sweep)
 from specviz.explore.tab import explore_tab
@@ -77,6 +78,7 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
     sweep = sweep if sweep is not None else load_recorded_sweep(ASSETS_DIR)
     lab = lab if lab is not None else recorded_lab(load_lab_traces(KEYS))
     race = race if race is not None else load_recorded_race(ASSETS_DIR)
+    class_log = ClassLog()      # the Run tab's vLLM runs, drawn by Explore's load view as the class's own load point
     # delete_cache: Gradio's copies of uploads and exports older than a day go, checked hourly.
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as demo:
         with gr.Row(elem_id="sv-top"):
@@ -91,11 +93,11 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
         load_status_line(demo, runner)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
-                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size, server_runs)
+                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size, server_runs, class_log)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
                 race_tab(runner, policy, *race, wrap)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):
-                explore_tab(runner, large, width, sweep, policy, wrap)
+                explore_tab(runner, large, width, sweep, policy, wrap, class_log)
             with gr.Tab("Lab", id="lab", elem_id="sv-tab-lab"):
                 lab_tab(runner, large, width, lab, policy, wrap)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)

@@ -93,6 +93,16 @@ def test_server_runs_stream_at_once_up_to_the_setting_and_each_is_the_recorded_r
     assert overlapped(shared) == (slots > 1)
     if slots == 1:          # one at a time, in order of arrival
         assert all(a.finished_at <= b.running_since for a, b in zip(shared, shared[1:]))
+    # the class log (Explore's "your class" star) kept each run as the server sent it
+    served = queue.class_log.runs()
+    assert [(s.times.output_tokens, s.accepted) for s in served] == \
+        [(len(run.trace.output.token_ids), tuple(final["metrics"]["speculative_decoding"]["per_step_accepted"]))
+         for run in runs]
+    point = queue.class_log.point()
+    assert (point.runs, point.peak_concurrency) == ((3, 3) if slots > 1 else (1, 1))
+    assert point.server == replay.url.rstrip("/") and point.k == 3
+    if slots == 1:          # a class of one run: one at once, by Little's law exactly
+        assert point.mean_concurrency == 1.0
 
 
 def test_a_server_run_does_not_wait_behind_an_in_process_run_nor_it_behind_the_server():

@@ -38,6 +38,9 @@ def test_distinct_runs_in_the_server_lane_are_each_the_servers_answer_alone(tiny
                           {"model": "target", "prompt": list(end.trace.prompt.token_ids), "max_tokens": TOKENS,
                            "temperature": 0, "return_token_ids": True}, timeout_s=120)["choices"][0]
         assert end.trace.complete and end.trace.output.token_ids == tuple(alone["token_ids"])
+    # the class log (Explore's "your class" star) kept each run with the tokens the page drew
+    assert sorted(served.times.output_tokens for served in queue.class_log.runs()) == \
+        sorted(len(end.trace.output.token_ids) for end in ended)
 
 
 # Stop closing the server's request is checked on the replayed server (tests/test_run_queue_lanes.py), which

@@ -2,7 +2,8 @@
 trace built from a recorded vLLM 0.32 stream and draws the drafts vLLM did not return as '⬚' cells, says why p
 and q are absent, names the engine; then the picker's "vLLM server (URL)…" shows its URL box and a run streams
 from the recorded server replayed over real HTTP (tests/vllm_replay.py) through app.py's real EngineRunner;
-a dead address is one sentence and the drawn run stays. Each wait is for the exact state asserted."""
+a dead address is one sentence and the drawn run stays; Explore's load view then stars that run as the page's class
+(engine/load/class_point.py). Each wait is for the exact state asserted."""
 
 from __future__ import annotations
 
@@ -72,4 +73,13 @@ def test_a_vllm_trace_and_a_run_on_the_server_in_the_browser(browser, vllm_app):
     page.click("#sv-run")
     page.wait_for_selector("text=No vLLM server answers at http://127.0.0.1:9")
     assert page.evaluate(CELLS_JS, "rejected") == drawn              # the drawn run stays
+
+    # a class is load: Explore's load view stars the page's own run on the throughput chart (one run: N = 1)
+    page.click("#sv-tab-explore-button")
+    page.click("#sv-load-class-button")
+    page.wait_for_function("document.querySelector('#sv-load-class').innerText.includes('the latest run on')")
+    assert "ran alone, so N = 1" in page.inner_text("#sv-load-class")
+    stars = page.evaluate("() => document.querySelector('#sv-load-throughput .js-plotly-plot').data"
+                          ".filter((t) => t.meta && t.meta.startsWith('class.')).map((t) => [t.meta, t.x[0]])")
+    assert stars == [["class.aggregate", 1.0], ["class.per_request", 1.0]]
     page.close()

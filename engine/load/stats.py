@@ -54,6 +54,12 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     return {"p50": percentile(values, 0.5), "p90": percentile(values, 0.9), "p99": percentile(values, 0.99)}
 
 
+def median_request_speed(requests: Sequence[RequestTimes]) -> float:
+    """What one user waits: the median request's output tokens / its time from sent to done (0 with none timed)."""
+    speeds = [r.output_tokens / r.latency_s for r in requests if r.latency_s > 0]
+    return percentile(speeds, 0.5) if speeds else 0.0
+
+
 def level_summary(requests: Sequence[RequestTimes]) -> dict[str, object]:
     """The level's figures (specviz.load/1): wall is the first send to the last done."""
     wall = max(r.done_s for r in requests) - min(r.sent_s for r in requests)

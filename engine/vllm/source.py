@@ -99,6 +99,16 @@ class VllmGeneration:
         """The server's own per-request speculative metrics, once the run is done."""
         return self._stream.metrics if self._done else None
 
+    @property
+    def sent_s(self) -> float:
+        """time.perf_counter() when the request went out."""
+        return self._stream.started_s
+
+    @property
+    def chunks(self) -> tuple[StreamChunk, ...]:
+        """The stream's chunks so far, each with its arrival time."""
+        return tuple(self._chunks)
+
     def step(self) -> StepRecord:
         """The next engine step (waits for the server's next chunk); the chunk that finishes the run ends
         it: the trace is then rebuilt from the server's per-step arrays. A VllmError leaves the trace

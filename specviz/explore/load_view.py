@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
 from engine.formats.trace import Trace
+from engine.load.class_point import ClassLog, ClassPoint
 from engine.load.stats import other_traffic
 from engine.load.sweep import stopped
 from specviz.assets import ASSETS_DIR
@@ -38,6 +39,8 @@ INTRO = ("<h2 class='sv-section'>Speculation under load</h2><p class='sv-muted'>
          "on a vLLM server with speculation and on one without, with N requests sent at once. Click a point to "
          "list that level's requests, then open one on the Run tab.</p>")
 PICK_LEVEL = "Click a point on a chart, or pick N here, to list its requests."
+CLASS_INFO = ("A class is load too: when students' runs stream from a vLLM server (the Run tab's source \"vLLM "
+              "server\"), the button draws the latest class of them as a star on the throughput chart.")
 
 
 @dataclass(frozen=True)
@@ -99,22 +102,55 @@ def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = No
             f"\n\n{model_sentences(run or LoadRun.of(document))}")
 
 
+def class_sentence(point: ClassPoint | None, document: dict[str, Any] | None) -> str:
+    """The page's own class on a vLLM server in words: how many runs, how many at once, what they got, and whether
+    the sweep shown ran on the same server and model (a point is compared with a sweep only there)."""
+    if point is None:
+        return ("**Your class:** no run on this page has streamed from a vLLM server yet. Runs whose source is "
+                "\"vLLM server\" are the class's load (`python scripts/classroom.py --clients 16 --vllm-server URL` "
+                "sends a class's worth); press the button again once they are done.")
+    rate = f", {point.acceptance_rate:.0%} of drafts accepted" if point.acceptance_rate is not None else ""
+    server = f"the vLLM server serving {_model_name(point.root or point.model)} (k = {point.k})"
+    if point.runs == 1:
+        words = (f"**Your class** (the star): the latest run on {server} ran alone, so N = 1: "
+                 f"{point.aggregate_tokens_per_s:.1f} tokens/s ({point.output_tokens} tokens in {point.wall_s:.1f} s)"
+                 f"{rate}. Runs whose times overlap make a class of more.")
+    else:
+        words = (f"**Your class** (the star): the latest {point.runs} runs on {server} overlapped in time, "
+                 f"{point.mean_concurrency:.1f} streaming at once on average (their summed time ÷ the "
+                 f"{point.wall_s:.1f} s from the first sent to the last token; at most {point.peak_concurrency} at "
+                 f"one instant): {point.aggregate_tokens_per_s:.1f} tokens/s in all, "
+                 f"{point.per_request_tokens_per_s:.1f} for the median run{rate}. Students press Run within seconds "
+                 "of each other, so a class is compared at its average, not its peak.")
+    if document is None:
+        return words
+    spec = document["servers"][0]
+    if point.server == spec["address"]:
+        return words + " It ran on the same server as this sweep's runs with speculation."
+    if _model_name(point.root) == _model_name(document["pair"]["target"]) and point.k == document["pair"]["k"]:
+        return words + (" It ran on another server than this sweep, with the same target and k: another machine or "
+                        "setting moves every number, so read where it falls against the curve's shape.")
+    return words + (" **It ran another pair than this sweep** (" + _model_name(document["pair"]["target"]) +
+                    f", k = {document['pair']['k']}): its star shows your class's load, not a point of these curves.")
+
+
 def render_load(document: dict[str, Any] | None, status: str, style: FigureStyle = FigureStyle(),
-                run: LoadRun | None = None) -> LoadViews:
+                run: LoadRun | None = None, point: ClassPoint | None = None) -> LoadViews:
     """Every chart of `document` (None: the empty charts) and the level picker offering its grid (`run`: the
-    document as read, when the caller has it)."""
+    document as read, when the caller has it; `point`: the page's class, drawn as a star)."""
     run = run or (LoadRun.of(document) if document is not None else None)
     levels = [level.n for level in run.levels] if run else []
-    return LoadViews(document, status, ratio_figure(run, style), throughput_figure(run, style),
+    return LoadViews(document, status, ratio_figure(run, style), throughput_figure(run, style, point),
                      acceptance_figure(run, style), step_cost_figure(run, style),
                      gr.update(choices=[(f"N = {n}", n) for n in levels], value=None),
                      gr.update(choices=[], value=None, visible=False))
 
 
-def shown(document: dict[str, Any] | None, source: str, style: FigureStyle) -> LoadViews:
+def shown(document: dict[str, Any] | None, source: str, style: FigureStyle,
+          point: ClassPoint | None = None) -> LoadViews:
     """The section for `document` from `source`: its traces read once for the status and every chart."""
     run = LoadRun.of(document) if document is not None else None
-    return render_load(document, about(document, source, run), style, run)
+    return render_load(document, about(document, source, run), style, run, point)
 
 
 def request_choices(document: dict[str, Any] | None, n: Any) -> list[tuple[str, int]]:
@@ -140,9 +176,10 @@ class LoadHandlers:
     """The section's events; `shown_first` is the run a page shows before its session uploads one (the session's
     state starts as None, as the Run tab's does: specviz/run/tab.py)."""
 
-    def __init__(self, shown_first: dict[str, Any] | None, name: str):
+    def __init__(self, shown_first: dict[str, Any] | None, name: str, class_log: ClassLog | None = None):
         self.shown_first = shown_first
         self.name = name
+        self.class_log = class_log if class_log is not None else ClassLog()
 
     def first(self) -> LoadViews:
         return shown(self.shown_first, f"the recorded run **{self.name}**", FigureStyle())
@@ -150,15 +187,27 @@ class LoadHandlers:
     def _document(self, document: dict[str, Any] | None) -> dict[str, Any] | None:
         return document if document is not None else self.shown_first
 
-    def upload(self, data: bytes | None, large: bool, width: float | None) -> tuple[Any, ...]:
-        """Draw an uploaded load run; a bad file is a gr.Error and the run shown stays."""
+    def upload(self, data: bytes | None, large: bool, width: float | None,
+               point: ClassPoint | None = None) -> tuple[Any, ...]:
+        """Draw an uploaded load run (with the class's star if it is shown); a bad file is a gr.Error and the run
+        shown stays."""
         document = parse_upload(data, MAX_LOAD_BYTES, "load run", parse_load_json, LoadFormatError)
-        return shown(document, "an uploaded load run", FigureStyle.for_screen(large, width)).outputs()
+        return shown(document, "an uploaded load run", FigureStyle.for_screen(large, width), point).outputs()
 
-    def restyle(self, document: dict[str, Any] | None, status: str, large: bool,
-                width: float | None) -> tuple[Any, ...]:
-        views = render_load(self._document(document), status, FigureStyle.for_screen(large, width))
+    def restyle(self, document: dict[str, Any] | None, status: str, large: bool, width: float | None,
+                point: ClassPoint | None = None) -> tuple[Any, ...]:
+        views = render_load(self._document(document), status, FigureStyle.for_screen(large, width), point=point)
         return (*views.outputs()[2:6],)
+
+    def show_class(self, document: dict[str, Any] | None, large: bool,
+                   width: float | None) -> tuple[ClassPoint | None, str, go.Figure]:
+        """The page's latest class on a vLLM server: kept for later redraws, said in words, starred on the
+        throughput chart."""
+        document = self._document(document)
+        point = self.class_log.point()
+        run = LoadRun.of(document) if document is not None else None
+        return point, class_sentence(point, document), throughput_figure(run, FigureStyle.for_screen(large, width),
+                                                                         point)
 
     def select_level(self, document: dict[str, Any] | None, n: Any) -> Any:
         choices = request_choices(self._document(document), n)
@@ -219,12 +268,14 @@ async (text) => {
 """
 
 
-def load_section(large: gr.Checkbox, width: gr.Number, assets_dir: Path = ASSETS_DIR) -> None:
-    """The section's components and events, inside the Explore tab."""
-    handlers = LoadHandlers(*recorded_load(assets_dir))
+def load_section(large: gr.Checkbox, width: gr.Number, class_log: ClassLog | None = None,
+                 assets_dir: Path = ASSETS_DIR) -> None:
+    """The section's components and events, inside the Explore tab; `class_log` holds the Run tab's vLLM runs."""
+    handlers = LoadHandlers(*recorded_load(assets_dir), class_log)
     first = handlers.first()
     gr.HTML(INTRO, js_on_load=LOAD_JS, elem_id="sv-load", padding=False)
     state = gr.State(None)           # None: the recorded run (why: specviz/run/tab.py)
+    point = gr.State(None)           # the class drawn as a star, once its button is pressed
     with gr.Row(elem_id="sv-load-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-load-controls"):
             status = gr.Markdown(first.status, elem_id="sv-load-status", elem_classes=["sv-note"])
@@ -235,18 +286,24 @@ def load_section(large: gr.Checkbox, width: gr.Number, assets_dir: Path = ASSETS
             trace_json = gr.Textbox(visible=False, elem_id="sv-load-trace")
             upload = gr.UploadButton("Upload a load run (specviz.load/1 JSON)", file_types=[".json"], type="binary",
                                      elem_id="sv-load-upload")
+            class_button = gr.Button("Draw this page's class on the chart", elem_id="sv-load-class-button")
+            class_note = gr.Markdown(CLASS_INFO, elem_id="sv-load-class", elem_classes=["sv-note"])
         with gr.Column(scale=3, min_width=320, elem_id="sv-load-charts"):
             charts = {name: gr.Plot(getattr(first, name), show_label=False, elem_id=f"sv-load-{name.replace('_', '-')}")
                       for name in ("ratio", "throughput", "acceptance", "step_cost")}
     outputs = [state, status, *charts.values(), level, request]
-    upload.upload(handlers.upload, inputs=[upload, large, width], outputs=outputs, concurrency_limit=2,
+    upload.upload(handlers.upload, inputs=[upload, large, width, point], outputs=outputs, concurrency_limit=2,
                   api_name="load_upload", api_visibility="private")
     level.input(handlers.select_level, inputs=[state, level], outputs=[request], show_progress="hidden",
                 concurrency_limit=None, api_name="load_level", api_visibility="private")
     open_button.click(handlers.open_request, inputs=[state, level, request], outputs=[trace_json],
                       show_progress="hidden", concurrency_limit=None, api_name="load_open",
                       api_visibility="private").success(None, inputs=[trace_json], js=OPEN_JS)
+    class_button.click(handlers.show_class, inputs=[state, large, width], outputs=[point, class_note,
+                                                                                 charts["throughput"]],
+                       show_progress="hidden", concurrency_limit=None, api_name="load_class",
+                       api_visibility="private")
     for source in (large, width):
-        source.change(handlers.restyle, inputs=[state, status, large, width], outputs=list(charts.values()),
+        source.change(handlers.restyle, inputs=[state, status, large, width, point], outputs=list(charts.values()),
                       show_progress="hidden", concurrency_limit=None, api_name="load_restyle",
                       api_visibility="private")

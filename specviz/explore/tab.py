@@ -11,6 +11,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER
+from engine.load.class_point import ClassLog
 from specviz.assets import ASSETS_DIR, RecordedSweep, load_examples, load_tree_sweep
 from specviz.explore.compare import PRESETS as COMPARE_PRESETS
 from specviz.explore.compare import CompareHandlers, CompareViews, compare_views
@@ -37,8 +38,10 @@ COMPARE_PROMPT = 4          # examples.json: "Repetition: edit a list", where pr
 
 
 def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: RecordedSweep,
-                policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn) -> None:
-    """The tab's components and events; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU)."""
+                policy: Policy = Policy(), gpu: Callable[[Callable], Callable] = lambda fn: fn,
+                class_log: ClassLog | None = None) -> None:
+    """The tab's components and events; `gpu` wraps the entries that run models (spaces.GPU on ZeroGPU);
+    `class_log` holds the Run tab's vLLM runs, which the load section draws as the class's load point."""
     sweeps = ExploreHandlers(runner, policy=policy, shown_first=recorded.table)
     compares = CompareHandlers(runner, policy=policy)
     examples = load_examples(ASSETS_DIR)
@@ -113,7 +116,7 @@ def explore_tab(runner: Runner, large: gr.Checkbox, width: gr.Number, recorded: 
                       api_name="explore_size", api_visibility="private")
 
     trees_section(load_tree_sweep(ASSETS_DIR), large, width)
-    load_section(large, width)                     # speculation under load (specviz/explore/load_view.py)
+    load_section(large, width, class_log)          # speculation under load (specviz/explore/load_view.py)
     comparison = _compare_section(compares, picker, examples, large, width, policy, gpu)
     for source in (large, width):
         source.change(sweeps.restyle, inputs=[*styled, v["status"]], outputs=views_out, show_progress="hidden",

@@ -22,7 +22,6 @@ What each chart shows, and whether it is measured or derived:
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -30,6 +29,8 @@ import plotly.graph_objects as go
 
 from engine.formats.trace import Trace
 from engine.load.batch_model import BatchModel, disagreements, later_steps, measured_model, why_sentence
+from engine.load.class_point import ClassPoint
+from engine.load.stats import RequestTimes, median_request_speed
 from specviz.figures.common import axis, empty_figure, legend_px, make_figure, text_px
 from specviz.quantities import ACCEPTANCE_RATE
 from specviz.style import COLORS, FigureStyle
@@ -37,6 +38,7 @@ from specviz.style import COLORS, FigureStyle
 NO_LOAD = "No load run yet: upload a specviz.load/1 file."
 WITH, WITHOUT = "#0072B2", "#555555"            # with speculation (blue, solid), without (grey, dashed)
 AGGREGATE, PER_REQUEST = "#0072B2", "#E69F00"   # the two ratios
+CLASS = "#CC79A7"                               # the page's own class (a star; Okabe-Ito reddish purple)
 MODEL = "#009E73"                               # the batch cost model's predictions (green, dotted)
 PREDICTED_CROSSOVER = {"symbol": "diamond-open", "size": 18, "color": MODEL, "line": {"width": 3}}
 CROSSOVER = {"symbol": "circle-open", "size": 22, "line": {"width": 3}}   # in its ratio's colour; one request's square
@@ -139,8 +141,8 @@ def _level(spec: dict[str, Any], plain: dict[str, Any]) -> Level:
 
 
 def _median_speed(requests: Sequence[dict[str, Any]]) -> float:
-    speeds = [r["output_tokens"] / (r["done_s"] - r["sent_s"]) for r in requests if r["done_s"] > r["sent_s"]]
-    return statistics.median(speeds) if speeds else 0.0
+    return median_request_speed([RequestTimes(r["prompt_index"], r["sent_s"], r["first_token_s"], r["done_s"],
+                                              r["output_tokens"]) for r in requests])
 
 
 def _request(request: dict[str, Any]) -> Request | None:
@@ -183,10 +185,10 @@ def _names(numbers: Sequence[int]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _x_axis(levels: Sequence[Level], style: FigureStyle, **settings: Any) -> dict[str, Any]:
-    """A log2 axis of N: the grid's levels as its ticks."""
+def _x_axis(levels: Sequence[Level], style: FigureStyle, also: Sequence[float] = (), **settings: Any) -> dict[str, Any]:
+    """A log2 axis of N: the grid's levels as its ticks (its range also holds the values `also`)."""
     ns = [level.n for level in levels]
-    low, high = min(ns) / 1.4, max(ns) * 1.4
+    low, high = min([*ns, *also]) / 1.4, max([*ns, *also]) * 1.4
     return axis(style, type="log", tickmode="array", tickvals=ns, ticktext=[str(n) for n in ns],
                 range=[math.log10(low), math.log10(high)],
                 title={"text": "N: requests at once" if style.narrow else "N: requests sent at once (log₂ scale)"},
@@ -218,8 +220,10 @@ def _line(levels: Sequence[Level], values: Sequence[float | None], name: str, me
             "customdata": [list(row) for row in customdata], "hovertemplate": hover + "<extra></extra>", **axes}
 
 
-def throughput_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.Figure:
-    """Tokens/s against N with and without speculation: the whole server's (left) and one request's (right)."""
+def throughput_figure(run: LoadRun | None, style: FigureStyle = FigureStyle(),
+                      point: ClassPoint | None = None) -> go.Figure:
+    """Tokens/s against N with and without speculation: the whole server's (left) and one request's (right); `point`,
+    the page's own class on a vLLM server (engine/load/class_point.py), is drawn on both as a star."""
     title = "Throughput as requests pile up"
     if run is None:
         return empty_figure(title, NO_LOAD, style)
@@ -240,17 +244,38 @@ def throughput_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -
                             symbol, f"N = %{{x}} requests at once, {name}:<br>a request got %{{y:.0f}} tokens a second"
                             "<br>(the median request: its tokens ÷ its time from sent to done)<br>" + CLICK,
                             [[level.n] for level in levels], showlegend=True, **right))
+    also: tuple[float, ...] = ()
+    if point is not None:
+        traces += _class_stars(point, left, right)
+        also = (point.mean_concurrency,)
     left_x, right_x = ([0.0, 1.0], [0.0, 1.0]) if cramped else ([0.0, 0.45], [0.56, 1.0])
     top_y, bottom_y = ([0.6, 1.0], [0.0, 0.4]) if cramped else ([0.0, 1.0], [0.0, 1.0])
     first, second = ("Top", "Bottom") if cramped else ("Left", "Right")
     subtitle = (f"{first}: the whole server's tokens per second (all requests together). {second}: what one request "
                 "gets (its tokens ÷ its time from sent to done, the median request).")
     return _framed(traces, title, subtitle, style, 620 if cramped else 300,
-                   xaxis=_x_axis(levels, style, domain=left_x, anchor="y"),
-                   xaxis2=_x_axis(levels, style, domain=right_x, anchor="y2"),
+                   xaxis=_x_axis(levels, style, also, domain=left_x, anchor="y"),
+                   xaxis2=_x_axis(levels, style, also, domain=right_x, anchor="y2"),
                    yaxis=axis(style, domain=top_y, rangemode="tozero", title={"text": "whole server, tokens/s"}),
                    yaxis2=axis(style, domain=bottom_y, anchor="x2", rangemode="tozero",
                                title={"text": "one request, tokens/s"}))
+
+
+def _class_stars(point: ClassPoint, left: dict[str, str], right: dict[str, str]) -> list[dict[str, Any]]:
+    """The class's point on both panels: at N = its mean runs streaming at once, its whole-server and median-run speed."""
+    name = f"your class: {point.runs} runs, {point.mean_concurrency:.1f} at once on average"
+    where = (f"your class on the vLLM server: {point.runs} runs, on average %{{x:.1f}} streaming at once (peak "
+             f"{point.peak_concurrency})<br>")
+    star = {"symbol": "star", "size": 18, "color": CLASS, "line": {"color": "#000000", "width": 1}}
+    common = {"type": "scatter", "mode": "markers", "x": [point.mean_concurrency], "marker": star}
+    return [common | {"y": [point.aggregate_tokens_per_s], "name": name, "meta": "class.aggregate",
+                      "hovertemplate": where + f"the server made %{{y:.0f}} tokens a second in all ({point.output_tokens} "
+                                               f"tokens ÷ {point.wall_s:.1f} s, first run sent to last token)"
+                                               "<extra></extra>", **left},
+            common | {"y": [point.per_request_tokens_per_s], "name": name, "meta": "class.per_request",
+                      "showlegend": False,
+                      "hovertemplate": where + "the median run got %{y:.0f} tokens a second (its tokens ÷ its time "
+                                               "from sent to done)<extra></extra>", **right}]
 
 
 def ratio_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.Figure:

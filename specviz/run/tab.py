@@ -10,6 +10,7 @@ import gradio as gr
 from engine.config import (DRAFT_DTYPES, MAX_TREE_BRANCH, MODEL_DRAFTER, NGRAM_DRAFTER,
                            TARGET_DTYPES, SpecConfig)
 from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
+from engine.load.class_point import ClassLog
 from specviz.controls import Controls
 from specviz.serving.device_call import GpuDecorator
 from specviz.serving.policy import MIN_TOP_P, Policy
@@ -25,13 +26,14 @@ STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its la
 
 
 def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Checkbox, width: gr.Number,
-            gpu: GpuDecorator | None, queue_size: int = CAPACITY, server_runs: int = SERVER_RUNS) -> None:
+            gpu: GpuDecorator | None, queue_size: int = CAPACITY, server_runs: int = SERVER_RUNS,
+            class_log: ClassLog | None = None) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
     page's text-size toggle and viewport width; `gpu` (spaces.GPU on a ZeroGPU Space, else None) makes
     each run one GPU call once it leaves the queue; `queue_size` distinct runs may wait at once, and
-    `server_runs` stream at once from each vLLM server."""
+    `server_runs` stream at once from each vLLM server; `class_log` keeps the runs that did (a class's load)."""
     handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size, gpu=gpu,
-                                                                   server_runs=server_runs),
+                                                                   server_runs=server_runs, class_log=class_log),
                         shown_first=demo_trace.trace)
     first = demo_trace.trace.steps[0].index if demo_trace.trace and demo_trace.trace.steps else None
     initial = render(demo_trace.trace, status_for(demo_trace.name, demo_trace.trace), selected=first)

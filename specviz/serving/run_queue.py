@@ -20,7 +20,8 @@ Each waiting request is told its place and the estimated wait (`wait`), from the
 its lane and this server's measured speed (specviz/serving/wait_estimate.py). A stopped server run
 closes its stream, which aborts the request on the vLLM server. On a ZeroGPU Space (`gpu`:
 spaces.GPU) a run's device work is one GPU call that starts when the run leaves the queue
-(specviz/serving/device_call.py).
+(specviz/serving/device_call.py). Every finished server run is kept in `class_log`: Explore's load view draws
+the latest class of them as a point of a load sweep (engine/load/class_point.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 from engine.formats.trace import Trace
+from engine.load.class_point import ClassLog, served_run
 from engine.vllm.source import VllmGeneration
 from engine.vllm.transport import VllmError, parse_address
 from specviz.serving.device_call import DeviceCall, DeviceCallGeneration, GpuDecorator
@@ -106,7 +108,7 @@ class RunQueue:
 
     def __init__(self, runner: Runner, capacity: int = CAPACITY, kept: int = KEPT,
                  clock: Callable[[], float] = time.monotonic, publish_interval: float = 0.0,
-                 gpu: GpuDecorator | None = None, server_runs: int = SERVER_RUNS):
+                 gpu: GpuDecorator | None = None, server_runs: int = SERVER_RUNS, class_log: ClassLog | None = None):
         if server_runs < 1:
             raise ValueError(f"server_runs must be at least 1, not {server_runs}")
         self.runner = runner
@@ -117,6 +119,7 @@ class RunQueue:
         self.clock = clock
         self.publish_interval = publish_interval    # seconds between the traces a running run publishes
         self.speed = SpeedLog()
+        self.class_log = class_log if class_log is not None else ClassLog()   # the vLLM runs: a class's load
         self._lock = threading.Condition()
         self._waiting: deque[SharedRun] = deque()
         self._running: list[SharedRun] = []        # in order of admission
@@ -292,6 +295,8 @@ class RunQueue:
                         f"The target-only comparison failed: {error}. The speculative run is kept.")
                 return
         run.end(DONE, self.clock(), trace)
+        if isinstance(generation, VllmGeneration) and (served := served_run(generation)) is not None:
+            self.class_log.record(served)
         self.speed.record(speed_kind(request), run.finished_at - run.running_since, request.config.max_new_tokens)
 
     def _stopped(self, run: SharedRun, generation: Generation) -> bool:
