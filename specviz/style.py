@@ -97,6 +97,12 @@ MONO_EM = 0.6              # one monospace glyph's width, in font sizes (DejaVu 
 # fewer steps at once and scrolls sideways (drag) to the others; a phone's draft tree is drawn at least
 # TREE_MIN_PX wide in a box that scrolls sideways (SIZES_CSS), its captions wrapped to the screen.
 TOKEN_CHARS = 7
+SHRINK_FLOOR = 0.7         # a longer token's cell font shrinks to fit, to no less than this share of the cell font
+
+
+def shrunk_chars(chars: int) -> int:
+    """The most characters a cell of `chars` characters draws whole, in a font shrunk to SHRINK_FLOOR (10 for 7)."""
+    return int(chars / SHRINK_FLOOR + 1e-9)
 BAR_SHARE = 0.92           # a timeline cell's width / its step column's (specviz/figures/timeline.py)
 CELL_PAD_PX = 3            # kept clear on either side of a cell's text
 RIGHT_MARGIN = 16          # figures/common.py's right margin

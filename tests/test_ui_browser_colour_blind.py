@@ -39,8 +39,9 @@ HIDE_TEXT = """.js-plotly-plot .bartext, .js-plotly-plot .annotation, .js-plotly
     .js-plotly-plot .shapelayer { visibility: hidden !important; }
     .sv-tok, .sv-out { color: transparent !important; text-shadow: none !important; }"""
 # The planted bug: the bonus token's chips and text lose their dots and double line, and its text tint its
-# lightness step (issue #33): it differs from an accepted token by hue alone.
-PLAIN_BONUS = """.sv-tok.sv-bonus { background-image: none !important; }
+# lightness step (issue #33): it differs from an accepted token by hue alone. (A chip's fill covers its whole box
+# again: its text's plain fill is clipped to the content box, under the pattern's frame.)
+PLAIN_BONUS = """.sv-tok.sv-bonus { background-image: none !important; background-clip: border-box !important; }
     .sv-out.sv-bonus { border-bottom: 3px solid #00634a !important;
                        background: rgba(204, 121, 167, 0.12) !important; }"""
 BARS_JS = """(selector) => {

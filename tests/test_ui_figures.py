@@ -78,7 +78,18 @@ def test_timeline_escapes_token_text_in_hover():
     assert any("&lt;script&gt;" in h for h in hovers)
     assert not any("<script>" in h for h in hovers)
     texts = [t for trace in fig.data for t in trace.text]
-    assert "&lt;scrip…" in texts and not any("<" in t for t in texts)      # cut to style.TOKEN_CHARS (7)
+    assert "&lt;script&gt;" in texts and not any("<" in t for t in texts)   # 8 characters: whole, in a smaller font
+    assert "&lt;img·src=…" in texts                            # cut to style.shrunk_chars(TOKEN_CHARS) (10)
+
+
+def test_a_long_token_is_drawn_whole_in_a_font_shrunk_to_its_cell_and_a_longer_one_is_cut():
+    fig = timeline_figure(html_trace())
+    cells = [(text, size) for trace in fig.data for text, size in zip(trace.text, trace.textfont.size or ())]
+    sizes = dict(cells)
+    assert sizes["&lt;script&gt;"] == round(12 * 7 / 8, 1)          # 8 characters in a cell of 7
+    assert sizes["&lt;img·src=…"] == round(12 * 0.7, 1)            # 10 characters, the floor
+    assert all(size == 12 for text, size in cells if len(text.replace("&lt;", "<").replace("&gt;", ">")
+                                                         .replace("&amp;", "&")) <= 7)
 
 
 def test_long_timeline_shows_a_window_around_the_selected_step():

@@ -11,8 +11,8 @@ did not return as '⬚' (other_engine.UNKNOWN_MARK, in the legend: a token's own
 SpecViz rebuilt as '≈token'; its hovers say what it does not return
 (specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
-or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'):
-a narrow screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is
+or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'), and a
+longer token up to style.shrunk_chars of them in a font shrunk to fit ('·Returns', '·function'; cut beyond): a narrow screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is
 as tall as its wrapped title, subtitle and legend need, so they never squeeze its rows (issue #41).
 """
 
@@ -31,8 +31,8 @@ from specviz.figures.common import empty_figure, highlight, legend_px, make_figu
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
 from specviz.quantities import probability_text
 from specviz.run.step_reasons import carryover_sentence
-from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern
-from specviz.tokens import clip, number, short, visible
+from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern, shrunk_chars
+from specviz.tokens import clip, number, visible
 
 TITLE = "Token timeline"
 SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
@@ -49,12 +49,18 @@ class _Cells:
     base: list[float] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     hover: list[str] = field(default_factory=list)
+    scale: list[float] = field(default_factory=list)     # each cell's font / the style's cell font
 
-    def add(self, step: int, row: int, text: str, hover: str) -> None:
+    def add(self, step: int, row: int, shown: str, chars: int, hover: str) -> None:
+        """A cell of the visible text `shown`: whole in a font shrunk to the cell's `chars` characters, up to
+        style.shrunk_chars(chars) characters; beyond that cut to them with an ellipsis (the hover has it whole)."""
+        most = shrunk_chars(chars)
+        text = clip(shown, most)
         self.x.append(step)
         self.base.append(row - CELL_HEIGHT / 2)
-        self.text.append(text)
+        self.text.append(_escape(text))
         self.hover.append(hover)
+        self.scale.append(min(1.0, chars / len(text)) if text else 1.0)
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
@@ -143,7 +149,7 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
                          else f"≠ the target's argmax {choice}: reject")
         elif verdict != "accepted" and target.known:
             lines.append(f"target's choice here: {choice}")
-        cells[verdict].add(step.index, position + 1, _escape(short(shown, chars)), "<br>".join(lines))
+        cells[verdict].add(step.index, position + 1, visible(shown), chars, "<br>".join(lines))
     extra = step.emitted[-1] if step.emitted and step.emitted[-1].kind != "accepted" else None
     if extra is not None:
         position = len(step.emitted)
@@ -162,10 +168,10 @@ def _add_step(cells: dict[str, _Cells], step: StepRecord, previous: StepRecord |
         hover = (f"<b>step {step.index}: {_escape(visible(extra.text))}</b> ({extra.kind})<br>{why}"
                  + (f"<br>target prob of this token = {probability_text(p)}" if p is not None else "")
                  + (f"<br>{_escape(no_numbers(config))}" if config.is_external else ""))
-        cells[extra.kind].add(step.index, target_row, _escape(short(extra.text, chars)), hover)
+        cells[extra.kind].add(step.index, target_row, visible(extra.text), chars, hover)
     if step.carryover:
         carried = " ".join(visible(token.text) for token in step.carryover)     # a plain space between tokens
-        cells["carryover"].add(step.index, 0, _escape(clip(carried, chars)),
+        cells["carryover"].add(step.index, 0, carried, chars,
                                f"<b>step {step.index}: carryover</b><br>{_escape(carried)}<br>"
                                + _escape(carryover_sentence(step, previous)).replace("; ", "<br>"))
 
@@ -174,7 +180,7 @@ def _bar(name: str, cells: _Cells, style: FigureStyle, label: str) -> dict[str, 
     """One category's cells as a bar trace; an empty category gets one invisible (None) cell so
     that the legend always lists every colour, from the first step of a run on."""
     if not cells.x:
-        cells = _Cells(x=[None], base=[None], text=[""], hover=[""])  # type: ignore[list-item]
+        cells = _Cells(x=[None], base=[None], text=[""], hover=[""], scale=[1.0])  # type: ignore[list-item]
     marker: dict[str, Any] = {"color": COLORS[name], "line": {"width": 0}}
     if pattern(name):        # patterned as well as coloured: colour-blind viewers, greyscale projectors
         marker["pattern"] = pattern(name)
@@ -183,7 +189,8 @@ def _bar(name: str, cells: _Cells, style: FigureStyle, label: str) -> dict[str, 
         "base": cells.base, "text": cells.text, "hovertext": cells.hover, "hovertemplate": "%{hovertext}<extra></extra>",
         "width": 0.92, "marker": marker, "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
         "constraintext": "none", "cliponaxis": True,
-        "textfont": {"color": TEXT_ON[name], "size": style.cell_font_size, "family": "monospace"},
+        "textfont": {"color": TEXT_ON[name], "family": "monospace",
+                     "size": [round(style.cell_font_size * scale, 1) for scale in cells.scale]},
     }
 
 
