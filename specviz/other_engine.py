@@ -4,7 +4,8 @@ of SpecViz's numbers that engine does not return, in one sentence each, instead 
 A trace with `config.engine` set (`SpecConfig.is_external`) has no p, q, draws, top lists or phase
 times, and the drafts it rejected are unknown (`DraftToken.origin == "unknown"`, drawn as UNKNOWN_MARK) or
 rebuilt by SpecViz with the server's own n-gram rule (`"reconstructed"`, marked so). Every view reads
-its words here, so the timeline, the step detail and the cards say the same thing.
+its words here, so the timeline, the step detail and the cards say the same thing; an audited trace's words too
+(engine/formats/trace_audit.py: the tokens SpecViz's own target would almost never emit).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import Trace
 from engine.records import DraftToken, TargetToken
 from engine.vllm.server_info import FIX_NAME
+from specviz.tokens import visible
 
 UNKNOWN_MARK = "⬚"             # a drafted token the engine did not return: an empty dotted box, never a
                                # token's text ('?' is one: an accepted '?' looked like an unreturned draft)
@@ -130,3 +132,38 @@ def config_words(config: SpecConfig) -> str:
     return (f"{engine_name(config)}{f' at {where}' if where else ''} · target {config.target or '?'} ({dtype}) · "
             f"{drafter} · k = {config.k}, the server's setting · {sampling} · max {config.max_new_tokens} new tokens"
             f" · seed {config.seed}" + (f". {config.engine_note}" if config.engine_note else ""))
+
+
+def audit_summary(trace: Trace) -> str:
+    """The audit of the whole run in one sentence ('' when the trace was not audited)."""
+    audit = trace.audit
+    if audit is None:
+        return ""
+    marked, tokens = len(audit.marked), len(audit.probabilities)
+    rule = ("is not the target's argmax" if audit.temperature == 0 else
+            f"gets under {audit.threshold:g} from the target at T = {audit.temperature:g} (less than once in a "
+            "million draws)")
+    expected = ("" if audit.temperature == 0 else
+                f" Had each token been drawn from the target itself, {audit.expected_marked:.2g} would be marked on "
+                "average.")
+    return (f"Audited by {audit.scored_by}: {marked} of {tokens} tokens {'are' if marked != 1 else 'is'} marked ✕ on "
+            f"the timeline, each one that {rule}.{expected}")
+
+
+def audit_step(trace: Trace, step_index: int) -> str:
+    """The step's tokens the audit marked, each with its probability ('' when none or not audited)."""
+    audit = trace.audit
+    if audit is None:
+        return ""
+    position, found = 0, []
+    for step in trace.steps:
+        for token in step.emitted:
+            if step.index == step_index and position in audit.marked:
+                found.append(f"“{visible(token.text)}” ({token.kind}, p = {audit.probabilities[position]:.2g})")
+            position += 1
+    if not found:
+        return ""
+    why = ("not the target's argmax" if audit.temperature == 0 else
+           f"each under {audit.threshold:g} at T = {audit.temperature:g}: the target would emit it less than once "
+           "in a million draws")
+    return f"Audit ✕: {', '.join(found)}: {why} ({audit.scored_by})."

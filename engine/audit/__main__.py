@@ -2,23 +2,26 @@
 
     python -m engine.audit vllm-emitted.json                  # the default preset's target, float32
     python -m engine.audit run.json --preset tiny-random --all
+    python -m engine.audit vllm-run.json --write audited.json    # the trace with its audit, for the page to draw
 
 FILE is a SpecViz trace or an emitted-tokens document (engine/audit/runs.py; bench.py's vLLM
 rows save one). The target is loaded in float32 on stock kernels (no draft), each run is scored
 at its own temperature (engine/audit/score.py) and the marked steps are printed; the exit
-status is 0 either way (an audit reports, it does not judge), 2 on bad input.
+status is 0 either way (an audit reports, it does not judge), 2 on bad input. With --write OUT, FILE must be a trace:
+OUT is that trace with the audit saved in it (engine/formats/trace_audit.py), which the Run tab draws as marks.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import Counter
 
-from engine.audit.marks import RARE, marked_lines, token_kinds
+from engine.audit.marks import RARE, marked_lines, token_kinds, trace_audit
 from engine.audit.runs import read_runs
-from engine.formats.trace import TraceFormatError
-from engine.presets import DEFAULT_PRESET, ModelLoadError
+from engine.formats.trace import Trace, TraceFormatError
+from engine.presets import DEFAULT_PRESET, PRESETS, ModelLoadError
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -28,6 +31,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--target", default="", help="a model folder or reference in place of the preset's target")
     parser.add_argument("--threshold", type=float, default=RARE, help="mark tokens the target gives less than this")
     parser.add_argument("--all", action="store_true", help="print every token's score, not only the marked ones")
+    parser.add_argument("--write", default="", metavar="OUT", help="FILE being a trace: save it with its audit to OUT")
     args = parser.parse_args(argv)
     if not 0 < args.threshold < 1:
         parser.error(f"--threshold must be between 0 and 1, got {args.threshold:g}")
@@ -38,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         runs = read_runs(args.file)
+        trace = Trace.load(args.file) if args.write else None       # --write: FILE must be a trace
     except (OSError, TraceFormatError) as error:
-        print(f"error: {args.file}: {error}", file=sys.stderr)
+        print(f"error: {args.file}: {error}" + (" (--write takes a trace)" if args.write else ""), file=sys.stderr)
         return 2
     from engine.audit.score import score_tokens, steps_of        # torch: only once the file is known good
     from engine.loading.models import load_pair
@@ -60,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {run.name}: {error}", file=sys.stderr)
             return 2
         print(f"{run.name} ({run.engine}): {audit.summary()}")
+        if trace is not None:
+            scored_by = f"{args.target or PRESETS[args.preset].target} (SpecViz, float32, stock kernels)"
+            dataclasses.replace(trace, audit=trace_audit(audit, scored_by)).save(args.write)
+            print(f"  saved with its audit: {args.write}")
         marked, tokens, expected = marked + len(audit.marked), tokens + len(audit.scores), expected + audit.expected_marked
         by_kind.update(audit.marked_by_kind())
         for line in marked_lines(audit):

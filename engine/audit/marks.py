@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from engine.formats.trace_audit import TraceAudit
 from engine.records import Alternative
 
 RARE = 1e-6          # "less than once in a million"
@@ -98,3 +99,10 @@ def marked_lines(audit: Audit) -> list[str]:
         kind = f" ({score.kind})" if score.kind else ""
         lines.append(f"{where}: {score.text!r} (id {score.token_id}){kind}: {given}; the target's top: {top}")
     return lines
+
+
+def trace_audit(audit: Audit, scored_by: str) -> TraceAudit:
+    """The audit as a trace saves it (engine/formats/trace_audit.py): every token's probability and the marked ones."""
+    return TraceAudit(scored_by, audit.temperature, audit.top_k, audit.top_p, audit.threshold, audit.expected_marked,
+                      tuple(score.probability for score in audit.scores),
+                      tuple(score.position for score in audit.scores if score.marked))

@@ -5,6 +5,7 @@ reads it back strictly through engine/formats/trace_reader.py (a hand-edited or 
 one clear TraceFormatError, never a KeyError), so recorded traces replay without a model;
 `first_steps` cuts a trace as it stood after n steps, for replays.
 A tree run's steps add `tree` (engine/formats/trace_tree.py reads it); a chain's steps have none.
+An audited trace adds `audit` (engine/formats/trace_audit.py reads it).
 Files in `specviz.trace/1` still load: their KV `cutoff` is read as given and their
 `stale` is unknown (None); such a trace is written back as /1.
 """
@@ -15,13 +16,16 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import SpecConfig
 from engine.device_costs import DeviceCosts
 from engine.formats.json_document import parse_json, read_document
 from engine.metrics import BaselineStats, Summary, summarize
 from engine.records import CacheLengths, StepRecord
+
+if TYPE_CHECKING:
+    from engine.formats.trace_audit import TraceAudit
 
 SCHEMA = "specviz.trace/2"            # what to_dict() writes
 SCHEMA_V1 = "specviz.trace/1"         # still read: KV records without `stale`
@@ -56,6 +60,9 @@ class Trace:
     # (a live vLLM run's chunks standing in for steps until the server's per-step counts arrive) or
     # "unsplit" (they never did: each token alone with its arrival time, no verdicts); None: measured steps.
     split: str | None = None
+    # Each emitted token scored by a target SpecViz loaded itself (engine/formats/trace_audit.py): the marks a page
+    # draws on another engine's run; None: not audited.
+    audit: TraceAudit | None = None
 
     @property
     def summary(self) -> Summary:
@@ -88,6 +95,8 @@ class Trace:
             document["eager_reason"] = self.eager_reason
         if self.split is not None:
             document["split"] = self.split
+        if self.audit is not None:
+            document["audit"] = self.audit.to_dict()
         return document
 
     def to_json(self) -> str:
@@ -155,4 +164,5 @@ def first_steps(trace: Trace, count: int) -> Trace:
         trace, steps=steps, output=TextTokens("".join(token.text for token in emitted),
                                               tuple(token.id for token in emitted)),
         wall_s=wall_s, baseline=trace.baseline if count >= len(trace.steps) else None,
-        complete=trace.complete and count >= len(trace.steps))
+        complete=trace.complete and count >= len(trace.steps),
+        audit=trace.audit.first(len(emitted)) if trace.audit is not None else None)

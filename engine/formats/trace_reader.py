@@ -19,6 +19,7 @@ from engine.metrics import BaselineStats, FirstDifference
 from engine.records import (Alternative, CacheLengths, DraftToken, EmittedToken, StepRecord, StepTiming, TargetToken,
                             Token)
 from engine.formats.trace import SCHEMA, SCHEMA_V1, SPLITS, TextTokens, Trace, TraceFormatError, cache_records
+from engine.formats.trace_audit import parse_audit
 from engine.formats.trace_tree import check_tree, parse_tree
 from engine.formats.trace_fields import (CONFIG_KINDS, DRAFT_COUNT, DRAFT_ORIGIN, EMIT_KIND, PROBABILITY,
                                          PROBABILITY_OR_NULL, TEXT, VERDICT, WHOLE, WHOLE_OR_NULL, FieldReader, Kind)
@@ -175,6 +176,7 @@ def parse_trace(data: Any) -> Trace:
                   eager_reason=root.get("eager_reason", TEXT, optional=True),
                   split=root.get("split", SPLIT_KIND, optional=True))
     _check_consistency(trace, summary)
+    trace = dataclasses.replace(trace, audit=parse_audit(root.obj("audit", optional=True), len(trace.output.token_ids)))
     _checkcache_records(steps, schema)
     return trace
 

@@ -39,6 +39,8 @@ SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the t
 TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first candidate rejected after it,<br>"
                  "and the token the target adds itself (top row); under each step number, its tree's node count (n)")
 CELL_HEIGHT = 0.86
+AUDIT_COLOR = "#000000"       # the audit's marks: black with a white edge, apart from every kind's fill
+AUDIT_LEGEND = "✕ audit: the target would (almost) never emit this token"
 
 
 @dataclass
@@ -80,6 +82,8 @@ def timeline_figure(trace: Trace | None, selected_step: int | None = None, follo
     bars = [_bar(name, cell, style, kind_labels(tree)[name]) for name, cell in cells.items()]
     if any(not draft.known for step in trace.steps for draft in step.draft):
         bars.append(_unknown_key(trace.config))
+    if trace.audit is not None:
+        bars.append(_audit_marks(trace, max_k + 1))
     indices = [step.index for step in trace.steps]
     window = step_window(indices, style.timeline_steps, selected_step, follow_end)
     rows = max_k + 2
@@ -192,6 +196,38 @@ def _bar(name: str, cells: _Cells, style: FigureStyle, label: str) -> dict[str, 
         "textfont": {"color": TEXT_ON[name], "family": "monospace",
                      "size": [round(style.cell_font_size * scale, 1) for scale in cells.scale]},
     }
+
+
+def audit_cells(trace: Trace, target_row: int) -> list[tuple[int, int, int]]:
+    """(step, row, position among the emitted tokens) of each token the trace's audit marked: an accepted draft in
+    its draft row, the target's own token in the target row."""
+    marked = set(trace.audit.marked) if trace.audit is not None else set()
+    cells, position = [], 0
+    for step in trace.steps:
+        for j, token in enumerate(step.emitted):
+            if position in marked:
+                cells.append((step.index, j + 1 if token.kind == "accepted" else target_row, position))
+            position += 1
+    return cells
+
+
+def _audit_marks(trace: Trace, target_row: int) -> dict[str, Any]:
+    """A mark in the corner of every cell whose token the audit marked (engine/formats/trace_audit.py)."""
+    audit = trace.audit
+    emitted = [token for step in trace.steps for token in step.emitted]
+    scorer = _escape(audit.scored_by)
+    rule = (f"it is not the argmax of the target ({scorer}):<br>greedy decoding would not emit it"
+            if audit.temperature == 0 else
+            f"the target ({scorer}) gives it<br>p = %{{customdata[1]}} at T = {audit.temperature:g}, under "
+            f"{audit.threshold:g}: it would emit it<br>less than once in a million draws")
+    cells = audit_cells(trace, target_row)
+    return {"type": "scatter", "mode": "markers", "meta": "audit", "name": AUDIT_LEGEND,
+            "x": [step + 0.3 for step, _, _ in cells], "y": [row + 0.27 for _, row, _ in cells],
+            "marker": {"symbol": "x", "size": 13, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
+            "customdata": [[_escape(visible(emitted[position].text)), f"{audit.probabilities[position]:.2g}"]
+                           for _, _, position in cells],
+            "hovertemplate": f"<b>audit: %{{customdata[0]}}</b><br>{rule}<extra></extra>", "cliponaxis": True,
+            "showlegend": True}
 
 
 def _unknown_key(config: SpecConfig) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import gradio as gr
 
 from engine.formats.trace import Trace
 from specviz.assets import DemoTrace
-from specviz.other_engine import engine_name, server_name
+from specviz.other_engine import audit_summary, server_name
 from specviz.serving.policy import Policy
 from specviz.run.views import render
 from specviz.style import FigureStyle
@@ -36,9 +36,11 @@ def status_for(name: str, trace: Trace | None) -> str:
     config = trace.config
     rule = "greedy" if config.is_greedy else f"sampling at temperature {config.temperature:g}"
     if config.is_external:
-        return (f"Showing the recorded trace **{name}**: a run of a {engine_name(config)} server ({rule}, "
+        audit = audit_summary(trace)
+        return (f"Showing the recorded trace **{name}**: a run of a {server_name(config)} server ({rule}, "
                 f"{len(trace.steps)} steps), drawn from what the server reported; shown without a server. Scrub "
-                "through it, or press **Run** to record the same request with SpecViz's own engine.")
+                "through it, or press **Run** to record the same request with SpecViz's own engine."
+                + (f" {audit}" if audit else ""))
     return (f"Showing the recorded trace **{name}** ({config.target or 'target'}, {rule}, "
             f"{len(trace.steps)} steps): a recording, shown without running a model. Scrub through it, or press "
             "**Run**.")

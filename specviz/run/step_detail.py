@@ -17,8 +17,8 @@ from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.records import Alternative, CacheLengths, StepRecord
 from engine.formats.trace import Trace
 from specviz.figures.tree_text import tree_outcome
-from specviz.other_engine import (draft_label, draft_origin, no_draft_cache, no_numbers, no_phases, short_name,
-                                  target_label, unknown_draft, unknown_target)
+from specviz.other_engine import (audit_step, draft_label, draft_origin, no_draft_cache, no_numbers, no_phases,
+                                  short_name, target_label, unknown_draft, unknown_target)
 from specviz.run.cache_story import (CacheStory, are, carried_next, draft_story, kept_words, next_carryover, quoted,
                                      target_story)
 from specviz.run.residual_view import residual_html
@@ -50,6 +50,7 @@ def step_detail_html(trace: Trace | None, step_index: int | None) -> str:
         _carryover(step, previous, trace.config),
         *middle,
         _emitted(trace, step),
+        _audited(trace, step),
         _caches(trace, step, previous),
     ]
     return "<div class='sv-detail'>" + "".join(parts) + "</div>"
@@ -258,6 +259,12 @@ def _emitted(trace: Trace, step: StepRecord) -> str:
         nxt = ""
     return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
             f"<span class='sv-muted'>{escape(nxt)}</span></div>")
+
+
+def _audited(trace: Trace, step: StepRecord) -> str:
+    """The step's tokens the trace's audit marked (nothing when none or not audited)."""
+    words = audit_step(trace, step.index)
+    return f"<div class='sv-row sv-audit'>{escape(words)}</div>" if words else ""
 
 
 def _caches(trace: Trace, step: StepRecord, previous: StepRecord | None) -> str:
