@@ -48,6 +48,7 @@ RUNS = (
 RERUN = "bench-default-rows-2026-11-28.json"
 COST_MODEL = ("gpu_check-cpu-small-2026-11-28-phases.json", "gpu_check-cpu-small-2026-11-28.json")
 AUDITS = ("vllm-tiny-audit.json", "vllm-qwen-coder-probabilistic-audit.json")
+SAMPLED_RUNS = "vllm-sampled-runs-2026-11-29.json"      # scripts/record_vllm_sampled.py: the Run tab's sampled vLLM runs
 CLASSROOMS = ("classroom-vllm-tiny-10-distinct.json", "classroom-inprocess-tiny-random-10-distinct.json",
               "classroom-vllm-tiny-10-distinct-dispatcher.json")
 
@@ -307,6 +308,22 @@ def audit_block() -> str:
     return "\n".join(lines) + "\n"
 
 
+def sampled_runs_block() -> str:
+    """The Run tab's recorded sampled vLLM runs (scripts/record_vllm_sampled.py) and what the audit marked in each."""
+    run = load(SAMPLED_RUNS)
+    lines = [f"Recorded {date_of(SAMPLED_RUNS)} on {machine_of(run)} (`{SAMPLED_RUNS}`): the default pair, float32, "
+             f"draft model, k = {run['k']}, T = {run['temperature']:g}, seed {run['seed']}, up to {run['max_tokens']} "
+             "tokens of the Run tab's default prompt, audited by " + run["scored_by"] + ".", "",
+             "| asset (assets/traces/) | vLLM's sampler | steps | tokens | marked (under 1e-6) | marked steps "
+             "| sampling from the target would mark |", "|---|---|---|---|---|---|---|"]
+    for r in run["runs"]:
+        sampler = "SpecViz's fix (`--fix-cpu-sampler`)" if r["fixed_sampler"] else "as shipped (issue #55005)"
+        steps = ", ".join(map(str, r["marked_steps"])) or "none"
+        lines.append(f"| `{r['asset']}` | {sampler} | {r['steps']} | {r['tokens']} | **{r['marked']}** | {steps} "
+                     f"| {r['expected_marked']:.2g} |")
+    return "\n".join(lines) + "\n"
+
+
 def classroom_block() -> str:
     lines = ["| saved run | source | one run alone (median of 3) | first word | first step | Done | last Done / one run "
              "| failures | server process's CPU during the class | load average (1 min) before -> after |",
@@ -325,7 +342,7 @@ def blocks() -> dict[str, str]:
     """Every generated block, by name."""
     return {"readme-speed": readme_block(), "cpu-avx512": cpu_block(RUNS[0]), "cpu-avx2": cpu_block(RUNS[1]),
             "prepacked-rerun": rerun_block(), "cost-model": cost_model_block(), "vllm-audit": audit_block(),
-            "classroom-vllm": classroom_block()}
+            "vllm-sampled-runs": sampled_runs_block(), "classroom-vllm": classroom_block()}
 
 
 def render(text: str, rendered: dict[str, str]) -> str:

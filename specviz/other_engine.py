@@ -163,7 +163,8 @@ def audit_step(trace: Trace, step_index: int) -> str:
             position += 1
     if not found:
         return ""
-    why = ("not the target's argmax" if audit.temperature == 0 else
-           f"each under {audit.threshold:g} at T = {audit.temperature:g}: the target would emit it less than once "
+    each = "each " if len(found) > 1 else ""
+    why = (f"{each}not the target's argmax" if audit.temperature == 0 else
+           f"{each}under {audit.threshold:g} at T = {audit.temperature:g}: the target would emit it less than once "
            "in a million draws")
     return f"Audit ✕: {', '.join(found)}: {why} ({audit.scored_by})."

@@ -23,7 +23,7 @@ from engine.decode.speculative import SpeculativeEngine
 from engine.formats.trace import Trace, TraceFormatError, first_steps
 from engine.formats.trace_audit import TraceAudit
 from engine.loading.tiny import build_tiny_pair
-from specviz.figures.timeline import audit_cells, timeline_figure
+from specviz.figures.timeline import AUDIT_CORNER, audit_cells, timeline_figure
 from specviz.other_engine import audit_step, audit_summary
 from specviz.run.step_detail import step_detail_html
 from test_audit import prefix_probs
@@ -82,7 +82,7 @@ def test_the_marks_sit_on_the_cells_of_their_tokens_and_a_mark_one_token_off_is_
     marked = (0, 2, 3, 7, tokens - 1)
     figure = timeline_figure(audited(trace, marked))
     (marks,) = [t for t in figure.data if t.meta == "audit"]
-    drawn = [(round(x - 0.3), round(y - 0.27)) for x, y in zip(marks.x, marks.y)]
+    drawn = [(round(x - AUDIT_CORNER[0]), round(y - AUDIT_CORNER[1])) for x, y in zip(marks.x, marks.y)]
     assert drawn == cells_by_walk(trace, set(marked))
     assert drawn != cells_by_walk(trace, {position + 1 for position in marked})     # the plant: one token off
     assert [c[:2] for c in audit_cells(audited(trace, marked), 5)] == drawn

@@ -41,6 +41,7 @@ pytestmark = pytest.mark.browser
 SIZES = {"phone": (390, 844, False), "projector": (1280, 720, True), "laptop": (1440, 900, False)}
 LARGE_FONT = 18                      # FigureStyle.for_screen(large=True).font_size
 TREE_TRACE = "lab-T.json"            # the Lab's recorded tree run (stage T)
+VLLM_SAMPLED = "qwen-coder-vllm-sampled.json"   # a sampled vLLM run: its step table has no test columns
 
 # The run whose steps are `steps` is drawn: its timeline has them, every visible chart is fitted to its box (Plotly
 # refits on a resize event), the tree (when `tree`) shows step 0, and large text has reached the timeline.
@@ -188,10 +189,12 @@ PROBLEMS_JS = """() => {
 
 @pytest.fixture(scope="module")
 def app():
-    """The page as app.py serves it, offering the bundled greedy and sampled runs and the Lab's recorded tree run."""
+    """The page as app.py serves it, offering the bundled greedy and sampled runs, the Lab's recorded tree run and a
+    sampled vLLM run (its table without the test's columns squeezed 'why' into 'draw u''s place)."""
     bundled = dict(load_demo_trace().choices)
     runs = ((DEMO_TRACE, bundled[DEMO_TRACE]), (SAMPLED_TRACE, bundled[SAMPLED_TRACE]),
-            (TREE_TRACE, Trace.load(ASSETS_DIR / "traces" / TREE_TRACE)))
+            (TREE_TRACE, Trace.load(ASSETS_DIR / "traces" / TREE_TRACE)),
+            (VLLM_SAMPLED, Trace.load(ASSETS_DIR / "traces" / VLLM_SAMPLED)))
     demo, url = serve(FakeRunner(status=LoadStatus("qwen-coder", "ready", 1.0, "", 9.0)),
                       demo_trace=DemoTrace(runs[0][1], DEMO_TRACE, (), runs))
     yield url, runs
@@ -214,6 +217,10 @@ def size_problems(page, runs, size: str, shots: bool = True) -> list[str]:
     problems = []
     for name, trace in runs:
         show(page, trace, SIZES[size][2])
+        if not trace.steps[0].k:            # a vLLM run opens on its prefill, which drafted nothing: its next step
+            page.click("#sv-next")
+            page.wait_for_function("(i) => document.querySelector('#sv-detail').innerText.startsWith(`Step ${i} `)",
+                                   arg=trace.steps[1].index)
         problems += [f"{size}, {name}: {problem}" for problem in page.evaluate(PROBLEMS_JS)]
         if shots:
             page.screenshot(path=str(ARTIFACTS / f"sizes-{size}-{name.removesuffix('.json')}.png"), full_page=True)

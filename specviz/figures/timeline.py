@@ -41,6 +41,7 @@ TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first 
 CELL_HEIGHT = 0.86
 AUDIT_COLOR = "#000000"       # the audit's marks: black with a white edge, apart from every kind's fill
 AUDIT_LEGEND = "✕ audit: the target would (almost) never emit this token"
+AUDIT_CORNER = (0.38, 0.34)   # a mark's place from its cell's centre: the top right corner, clear of the token's text
 
 
 @dataclass
@@ -222,8 +223,8 @@ def _audit_marks(trace: Trace, target_row: int) -> dict[str, Any]:
             f"{audit.threshold:g}: it would emit it<br>less than once in a million draws")
     cells = audit_cells(trace, target_row)
     return {"type": "scatter", "mode": "markers", "meta": "audit", "name": AUDIT_LEGEND,
-            "x": [step + 0.3 for step, _, _ in cells], "y": [row + 0.27 for _, row, _ in cells],
-            "marker": {"symbol": "x", "size": 13, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
+            "x": [step + AUDIT_CORNER[0] for step, _, _ in cells], "y": [row + AUDIT_CORNER[1] for _, row, _ in cells],
+            "marker": {"symbol": "x", "size": 11, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
             "customdata": [[_escape(visible(emitted[position].text)), f"{audit.probabilities[position]:.2g}"]
                            for _, _, position in cells],
             "hovertemplate": f"<b>audit: %{{customdata[0]}}</b><br>{rule}<extra></extra>", "cliponaxis": True,

@@ -58,7 +58,9 @@ def plot_px(style: FigureStyle) -> float:
 
 
 def left_margin(style: FigureStyle) -> int:
-    return 70 if style.narrow else 110
+    """Room for the row labels: a phone's one-word ones, else the widest, 'verify forward', at the figure's font
+    (at a projector's 18 px it took 139 of 110 px and ran off the figure's left edge)."""
+    return 70 if style.narrow else max(110, int(len("verify forward") * CHAR_EM * style.font_size) + 14)
 
 
 def fitted(label: str, width_px: float, size: int) -> str:

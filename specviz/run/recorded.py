@@ -22,12 +22,13 @@ CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "tree_nodes", "tree_br
 
 def choice_label(trace: Trace) -> str:
     """'greedy (T = 0) · k = 5 · 17 steps', 'sampled (T = 0.8) · k = 5 · 14 steps', or for a tree run
-    'greedy (T = 0) · tree of 16 nodes, 5 deep · 9 steps'."""
+    'greedy (T = 0) · tree of 16 nodes, 5 deep · 9 steps'; an audited run ends with its marked tokens' count."""
     config = trace.config
     rule = "greedy (T = 0)" if config.is_greedy else f"sampled (T = {config.temperature:g})"
     shape = f"tree of {config.tree_nodes} nodes, {config.k} deep" if config.is_tree else f"k = {config.k}"
     server = f"{server_name(config)} · " if config.is_external else ""
-    return f"{server}{rule} · {shape} · {len(trace.steps)} steps"
+    audit = "" if trace.audit is None else f" · audit: {len(trace.audit.marked)} ✕"
+    return f"{server}{rule} · {shape} · {len(trace.steps)} steps{audit}"
 
 
 def status_for(name: str, trace: Trace | None) -> str:

@@ -180,7 +180,7 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
             f"{_choice(target_label(bonus), AFTER_REJECTION if not reached else 'after the EOS' if ended else '', '' if bonus.known else unknown_target(config), sampled_how(step, step.k) if tested else '')}"
             f"<td class='sv-col-top'></td>"
             f"<td class='sv-col-top'>{_alternatives(bonus.top)}</td></tr>")
-    kind = "sv-steps sv-stacks" if greedy else "sv-steps sv-stacks sv-sampled"
+    kind = "sv-steps sv-stacks sv-sampled" if tested else "sv-steps sv-stacks"   # sv-sampled: the test's columns
     return (f"<div class='sv-table-wrap'><table class='sv-table {kind}'><caption>Draft vs target ({escape(rule)})"
             f"</caption><thead>{head}</thead><tbody>{labelled(''.join(rows), column_names(head))}</tbody></table></div>")
 
