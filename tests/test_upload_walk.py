@@ -139,7 +139,15 @@ def load_views(data: bytes) -> None:
     for level in document["servers"][0]["levels"]:
         _shown(handlers.select_level(document, level["concurrency"]))
         for _, index in request_choices(document, level["concurrency"]):
-            trace_views(handlers.open_request(document, level["concurrency"], index).encode())
+            opened_views(handlers.open_request(document, level["concurrency"], index))
+
+
+@functools.lru_cache(maxsize=64)
+def opened_views(trace_json: str) -> None:
+    """A request's trace opened on the Run tab (trace_views), drawn once per distinct trace: damage elsewhere in the
+    load run (its machine record, a level's figures) opens the very trace the undamaged run opened, whose views are
+    the same and drew already (most of the load walk's time went to drawing them again)."""
+    trace_views(trace_json.encode())
 
 
 # kind -> (its name in messages, what the reader makes of a file, every view of an accepted file)
