@@ -135,19 +135,37 @@ def config_words(config: SpecConfig) -> str:
 
 
 def audit_summary(trace: Trace) -> str:
-    """The audit of the whole run in one sentence ('' when the trace was not audited)."""
+    """The audit of the whole run in a few sentences ('' when the trace was not audited): what was marked, of which
+    kind, the law's own yardstick, and for a vLLM 0.32 server without SpecViz's fix, its known CPU sampler bug."""
     audit = trace.audit
     if audit is None:
         return ""
     marked, tokens = len(audit.marked), len(audit.probabilities)
+    kinds: dict[str, int] = {}
+    position = 0
+    for step in trace.steps:
+        for token in step.emitted:
+            if position in audit.marked:
+                kinds[token.kind] = kinds.get(token.kind, 0) + 1
+            position += 1
     rule = ("is not the target's argmax" if audit.temperature == 0 else
-            f"gets under {audit.threshold:g} from the target at T = {audit.temperature:g} (less than once in a "
-            "million draws)")
-    expected = ("" if audit.temperature == 0 else
-                f" Had each token been drawn from the target itself, {audit.expected_marked:.2g} would be marked on "
-                "average.")
-    return (f"Audited by {audit.scored_by}: {marked} of {tokens} tokens {'are' if marked != 1 else 'is'} marked ✕ on "
-            f"the timeline, each one that {rule}.{expected}")
+            f"gets under {audit.threshold:g} from the target at T = {audit.temperature:g} (it would be drawn less than "
+            "once in a million draws)")
+    words = (f"Audited by {audit.scored_by}: {marked} of {tokens} tokens {'are' if marked != 1 else 'is'} marked ✕ on "
+             f"the timeline, each one that {rule}")
+    words += ("; by kind: " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())) + "." if kinds
+              else ".")
+    if audit.temperature > 0:
+        words += (f" Had each of these {tokens} tokens been drawn from the target itself, {audit.expected_marked:.2g} "
+                  "would be marked on average (where the target spreads its probability thinly, a fair draw can fall "
+                  "under the threshold too).")
+    if kinds.get("recovered") and audit.temperature > 0 and trace.config.engine.startswith("vllm 0.32") \
+            and FIX_NAME not in trace.config.engine:
+        words += (" A recovered token is drawn from norm(max(0, p − q)) of the server's own target, so one this target "
+                  "gives almost nothing did not come from that law: vLLM 0.32's CPU sampler draws it wrongly (vLLM "
+                  "issue #55005). The recorded run marked \"CPU sampler fixed\" is the same request on a server with "
+                  "SpecViz's fix (scripts/vllm.sh start --fix-cpu-sampler).")
+    return words
 
 
 def audit_step(trace: Trace, step_index: int) -> str:

@@ -94,7 +94,7 @@ def test_the_words_say_whether_the_class_ran_where_the_sweep_did():
     assert "another server than this sweep, with the same target and k" in class_sentence(moved, SWEEP)
     other = class_point([run(0, 2, 40, server="http://10.0.0.5:8000", root="/models/llama", k=3)])
     assert "another pair than this sweep" in class_sentence(other, SWEEP)
-    assert "no run on this page has streamed from a vLLM server yet" in class_sentence(None, SWEEP)
+    assert "no run on this app has streamed from a vLLM server yet" in class_sentence(None, SWEEP)
     words = class_sentence(class_point([run(0, 2, 40), run(1, 3, 20)]), SWEEP)
     assert "the latest 2 runs" in words and "1.3 streaming at once on average" in words and "at most 2" in words
 

@@ -397,8 +397,9 @@ def acceptance_sentence(run: LoadRun) -> str:
               if temperature > 0 else "")
     mix = "The line moves with the mix of prompts a level sends, not with load."
     if not changes:
-        return (f"Acceptance did not change with load: each prompt's requests accepted the same share of their drafts "
-                f"at every N as at the lowest N it ran. {mix}")
+        return ("The solid line (the level's requests together) moves with the mix of prompts each level sends, not "
+                "with load. Acceptance did not change with load: each prompt's requests accepted the same share of "
+                "their drafts at every N as at the lowest N it ran.")
     size, prompt, n, before, after = max(changes)
     return (f"Acceptance changed with load for {len(changes)} request{'s' if len(changes) > 1 else ''}: the largest, "
             f"prompt {prompt + 1} at N = {n}, accepted {after:.0%} of its drafts against {before:.0%} at "

@@ -41,7 +41,8 @@ TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first 
 CELL_HEIGHT = 0.86
 AUDIT_COLOR = "#000000"       # the audit's marks: black with a white edge, apart from every kind's fill
 AUDIT_LEGEND = "✕ audit: the target would (almost) never emit this token"
-AUDIT_CORNER = (0.38, 0.34)   # a mark's place from its cell's centre: the top right corner, clear of the token's text
+AUDIT_CORNER = (0.36, 0.28)   # a mark's place from its cell's centre: inside its top right corner (a phone's last
+                              # column clipped a mark past the cell), over the end of only the longest tokens
 
 
 @dataclass
@@ -221,10 +222,14 @@ def _audit_marks(trace: Trace, target_row: int) -> dict[str, Any]:
             if audit.temperature == 0 else
             f"the target ({scorer}) gives it<br>p = %{{customdata[1]}} at T = {audit.temperature:g}, under "
             f"{audit.threshold:g}: it would emit it<br>less than once in a million draws")
-    cells = audit_cells(trace, target_row)
-    return {"type": "scatter", "mode": "markers", "meta": "audit", "name": AUDIT_LEGEND,
+    cells: list[tuple[int | None, int | None, int]] = audit_cells(trace, target_row)
+    name = AUDIT_LEGEND if cells else f"{AUDIT_LEGEND} (none in this run)"
+    if not cells:       # one invisible point, so the legend still says the run was audited
+        return {"type": "scatter", "mode": "markers", "meta": "audit", "name": name, "x": [None], "y": [None],
+                "marker": {"symbol": "x", "size": 10, "color": AUDIT_COLOR}, "hoverinfo": "skip", "showlegend": True}
+    return {"type": "scatter", "mode": "markers", "meta": "audit", "name": name,
             "x": [step + AUDIT_CORNER[0] for step, _, _ in cells], "y": [row + AUDIT_CORNER[1] for _, row, _ in cells],
-            "marker": {"symbol": "x", "size": 11, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
+            "marker": {"symbol": "x", "size": 10, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
             "customdata": [[_escape(visible(emitted[position].text)), f"{audit.probabilities[position]:.2g}"]
                            for _, _, position in cells],
             "hovertemplate": f"<b>audit: %{{customdata[0]}}</b><br>{rule}<extra></extra>", "cliponaxis": True,

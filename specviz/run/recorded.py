@@ -9,8 +9,9 @@ from typing import Any
 import gradio as gr
 
 from engine.formats.trace import Trace
+from engine.vllm.server_info import FIX_NAME
 from specviz.assets import DemoTrace
-from specviz.other_engine import audit_summary, server_name
+from specviz.other_engine import audit_summary, engine_name, server_name
 from specviz.serving.policy import Policy
 from specviz.run.views import render
 from specviz.style import FigureStyle
@@ -22,12 +23,12 @@ CONTROL_FIELDS = ("prompt", "drafter", "k", "adaptive_k", "tree_nodes", "tree_br
 
 def choice_label(trace: Trace) -> str:
     """'greedy (T = 0) · k = 5 · 17 steps', 'sampled (T = 0.8) · k = 5 · 14 steps', or for a tree run
-    'greedy (T = 0) · tree of 16 nodes, 5 deep · 9 steps'; an audited run ends with its marked tokens' count."""
+    'greedy (T = 0) · tree of 16 nodes, 5 deep · 9 steps'; an audited run ends with how many tokens its audit marked."""
     config = trace.config
     rule = "greedy (T = 0)" if config.is_greedy else f"sampled (T = {config.temperature:g})"
     shape = f"tree of {config.tree_nodes} nodes, {config.k} deep" if config.is_tree else f"k = {config.k}"
     server = f"{server_name(config)} · " if config.is_external else ""
-    audit = "" if trace.audit is None else f" · audit: {len(trace.audit.marked)} ✕"
+    audit = "" if trace.audit is None else f" · {len(trace.audit.marked)} tokens marked by the audit"
     return f"{server}{rule} · {shape} · {len(trace.steps)} steps{audit}"
 
 
@@ -38,7 +39,8 @@ def status_for(name: str, trace: Trace | None) -> str:
     rule = "greedy" if config.is_greedy else f"sampling at temperature {config.temperature:g}"
     if config.is_external:
         audit = audit_summary(trace)
-        return (f"Showing the recorded trace **{name}**: a run of a {server_name(config)} server ({rule}, "
+        fixed = " with SpecViz's CPU sampler fix" if FIX_NAME in config.engine else ""
+        return (f"Showing the recorded trace **{name}**: a run of a {engine_name(config)} server{fixed} ({rule}, "
                 f"{len(trace.steps)} steps), drawn from what the server reported; shown without a server. Scrub "
                 "through it, or press **Run** to record the same request with SpecViz's own engine."
                 + (f" {audit}" if audit else ""))
