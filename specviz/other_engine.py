@@ -169,18 +169,25 @@ def audit_summary(trace: Trace) -> str:
 
 
 def audit_step(trace: Trace, step_index: int) -> str:
-    """The step's tokens the audit marked, each with its probability ('' when none or not audited)."""
+    """What the audit found in the step: its marked tokens with their probabilities, or, where none is marked, each
+    of its tokens' probability, so a run's clean steps can be set beside a broken run's ('' when not audited)."""
     audit = trace.audit
     if audit is None:
         return ""
-    position, found = 0, []
+    position, found, scored = 0, [], []
     for step in trace.steps:
         for token in step.emitted:
-            if step.index == step_index and position in audit.marked:
-                found.append(f"“{visible(token.text)}” ({token.kind}, p = {audit.probabilities[position]:.2g})")
+            if step.index == step_index:
+                scored.append(f"“{visible(token.text)}” {audit.probabilities[position]:.2g}")
+                if position in audit.marked:
+                    found.append(f"“{visible(token.text)}” ({token.kind}, p = {audit.probabilities[position]:.2g})")
             position += 1
-    if not found:
+    if not scored:
         return ""
+    if not found:
+        rule = "the target's argmax" if audit.temperature == 0 else f"at or above {audit.threshold:g}"
+        return (f"Audit: nothing marked in this step; the target ({audit.scored_by}) gives its tokens p = "
+                f"{', '.join(scored)}, each {rule}.")
     each = "each " if len(found) > 1 else ""
     why = (f"{each}not the target's argmax" if audit.temperature == 0 else
            f"{each}under {audit.threshold:g} at T = {audit.temperature:g}: the target would emit it less than once "

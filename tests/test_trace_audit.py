@@ -101,8 +101,12 @@ def test_the_page_says_what_the_audit_found_for_the_run_and_the_step():
     assert "1 of" in audit_summary(trace) and "is marked ✕" in audit_summary(trace)
     assert "would be marked on average" in audit_summary(trace)
     assert audit_step(trace, 0).startswith("Audit ✕: “") and "p = 1e-09" in audit_step(trace, 0)
-    assert audit_step(trace, 1) == "" and audit_summary(make_trace([1])) == ""
+    clean = audit_step(trace, 1)                 # a step with nothing marked: each token's p, for comparison
+    assert clean.startswith("Audit: nothing marked in this step") and clean.count(" 0.5") == \
+        len(trace.steps[1].emitted)
+    assert audit_step(make_trace([1]), 0) == "" and audit_summary(make_trace([1])) == ""
     assert "Audit ✕" in step_detail_html(trace, 0) and "Audit ✕" not in step_detail_html(trace, 1)
+    assert "Audit: nothing marked" in step_detail_html(trace, 1)
     greedy = audited(make_trace([2, 4, 0, 1]), (1,), temperature=0.0)
     assert "not the target's argmax" in audit_step(greedy, 0)
 
