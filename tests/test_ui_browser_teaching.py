@@ -13,6 +13,7 @@ import pytest
 from fakes import FakeRunner
 from specviz.assets import DEMO_TRACE, SAMPLED_TRACE, load_demo_trace
 from specviz.quantities import QUANTITIES
+from specviz.run.recorded import choice_label
 from test_ui_browser import ARTIFACTS, CELLS_JS, open_page
 from ui_server import serve
 
@@ -84,7 +85,7 @@ def test_the_first_screen_offers_greedy_and_sampled_and_every_step_explains_itse
     page.wait_for_function(f"({SELECTED_JS})().length === {step.num_emitted}")
     assert set(page.evaluate(SELECTED_JS)) == {"step 1"}
 
-    page.locator("#sv-recorded label", has_text="sampled").click()
+    page.locator("#sv-recorded label", has_text=choice_label(sampled)).click()   # not a vLLM sampled run
     recovered = sum(token.kind == "recovered" for s in sampled.steps for token in s.emitted)
     page.wait_for_function(f"({CELLS_JS})('recovered') === {recovered}")
     wait_step(page, sampled.steps[0].index)
@@ -168,7 +169,7 @@ def test_the_drawn_mark_stays_on_its_row_beside_the_numbers(browser, bundled_app
     if large:
         page.click("#sv-large input")
         page.wait_for_function("() => document.querySelector('#sv-timeline .js-plotly-plot').layout.font.size >= 18")
-    page.locator("#sv-recorded label", has_text="sampled").click()
+    page.locator("#sv-recorded label", has_text=choice_label(sampled)).click()   # not a vLLM sampled run
     wait_step(page, sampled.steps[0].index)
     rejection = next(s for s in sampled.steps if s.rejected_at is not None and s.residual)
     go_to(page, sampled.steps[0].index, rejection.index)
