@@ -11,7 +11,7 @@ its words here, so the timeline, the step detail and the cards say the same thin
 from __future__ import annotations
 
 from engine.config import NGRAM_DRAFTER, SpecConfig
-from engine.formats.trace import Trace
+from engine.formats.trace import Trace, emitted_places
 from engine.records import DraftToken, TargetToken
 from engine.vllm.server_info import FIX_NAME
 from specviz.tokens import visible
@@ -142,12 +142,9 @@ def audit_summary(trace: Trace) -> str:
         return ""
     marked, tokens = len(audit.marked), len(audit.probabilities)
     kinds: dict[str, int] = {}
-    position = 0
-    for step in trace.steps:
-        for token in step.emitted:
-            if position in audit.marked:
-                kinds[token.kind] = kinds.get(token.kind, 0) + 1
-            position += 1
+    for position, step, j in emitted_places(trace):
+        if position in audit.marked:
+            kinds[step.emitted[j].kind] = kinds.get(step.emitted[j].kind, 0) + 1
     rule = ("is not the target's argmax" if audit.temperature == 0 else
             f"gets under {audit.threshold:g} from the target at T = {audit.temperature:g} (it would be drawn less than "
             "once in a million draws)")
@@ -174,14 +171,13 @@ def audit_step(trace: Trace, step_index: int) -> str:
     audit = trace.audit
     if audit is None:
         return ""
-    position, found, scored = 0, [], []
-    for step in trace.steps:
-        for token in step.emitted:
-            if step.index == step_index:
-                scored.append(f"“{visible(token.text)}” {audit.probabilities[position]:.2g}")
-                if position in audit.marked:
-                    found.append(f"“{visible(token.text)}” ({token.kind}, p = {audit.probabilities[position]:.2g})")
-            position += 1
+    found, scored = [], []
+    for position, step, j in emitted_places(trace):
+        if step.index == step_index:
+            token, p = step.emitted[j], audit.probabilities[position]
+            scored.append(f"“{visible(token.text)}” {p:.2g}")
+            if position in audit.marked:
+                found.append(f"“{visible(token.text)}” ({token.kind}, p = {p:.2g})")
     if not scored:
         return ""
     if not found:

@@ -154,6 +154,17 @@ def _stale_known(steps: tuple[StepRecord, ...]) -> bool:
     return all(cache.stale is not None for step in steps for _, cache in cache_records(step))
 
 
+def emitted_places(trace: Trace) -> list[tuple[int, StepRecord, int]]:
+    """(position among the run's emitted tokens, its step, its place among the step's emitted tokens) of each
+    emitted token, in order: where a per-token record (an audit's probabilities) meets the steps."""
+    places, position = [], 0
+    for step in trace.steps:
+        for j in range(len(step.emitted)):
+            places.append((position, step, j))
+            position += 1
+    return places
+
+
 def first_steps(trace: Trace, count: int) -> Trace:
     """`trace` as it stood after `count` steps (marked incomplete unless that is all of it)."""
     steps = trace.steps[:count]

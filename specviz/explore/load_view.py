@@ -39,11 +39,12 @@ INTRO = ("<h2 class='sv-section'>Speculation under load</h2><p class='sv-muted'>
          "on a vLLM server with speculation and on one without, with N requests sent at once. Click a point to "
          "list that level's requests, then open one on the Run tab.</p>")
 PICK_LEVEL = "Click a point on a chart, or pick N here, to list its requests."
-CLASS_INFO = ("A class is load too. To see yours on the throughput chart: start a vLLM server (`bash scripts/vllm.sh "
-              "start` prints its URL); have the students choose the model source \"vLLM server (URL)…\" on the Run tab, "
-              "enter that URL and press Run at about the same time (every browser on this app counts), or send a "
-              "class's worth with `python scripts/classroom.py --clients 16 --vllm-server URL --url THIS_APP`; then "
-              "press the button: the latest class becomes a star.")
+CLASS_STEPS = ("start a vLLM server (`bash scripts/vllm.sh start` prints its URL); have the students choose the model "
+               "source \"vLLM server (URL)…\" on the Run tab, enter that URL and press Run at about the same time "
+               "(every browser on this app counts), or send a class's worth with `python scripts/classroom.py "
+               "--clients 16 --vllm-server URL --url THIS_APP`; then press the button")
+CLASS_INFO = (f"A class is load too. To see yours on the throughput chart: {CLASS_STEPS}: the latest class becomes a "
+              "star.")
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,8 @@ def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = No
     quantized = (f" (their quantized GGUF weights expanded to {pair['dtype']})"
                  if re.search(r"-q\d", _model_name(pair["target"])) else "")
     return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, served in "
-            f"{pair['dtype']}{quantized}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, on "
-            f"{machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
+            f"{pair['dtype']}{quantized}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, "
+            f"on {machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
             f"\n\n{model_sentences(run or LoadRun.of(document))}")
 
 
@@ -111,9 +112,9 @@ def class_sentence(point: ClassPoint | None, document: dict[str, Any] | None) ->
     """The page's own class on a vLLM server in words: how many runs, how many at once, what they got, and whether
     the sweep shown ran on the same server and model (a point is compared with a sweep only there)."""
     if point is None:
-        return ("**Your class:** no run on this app has streamed from a vLLM server yet, so there is no star. "
-                + CLASS_INFO.removeprefix("A class is load too. ").replace("then press the button", "then press the "
-                                                                           "button again once they are done"))
+        return ("**Your class:** no run on this app has streamed from a vLLM server yet, so there is no star. To see "
+                f"yours on the throughput chart: {CLASS_STEPS} again once they are done: the latest class becomes a "
+                "star.")
     rate = f", {point.acceptance_rate:.0%} of drafts accepted" if point.acceptance_rate is not None else ""
     server = f"the vLLM server serving {_model_name(point.root or point.model)} (k = {point.k})"
     if point.runs == 1:

@@ -12,8 +12,9 @@ SpecViz rebuilt as '≈token'; its hovers say what it does not return
 (specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
 or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'), and a
-longer token up to style.shrunk_chars of them in a font shrunk to fit ('·Returns', '·function'; cut beyond): a narrow screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is
-as tall as its wrapped title, subtitle and legend need, so they never squeeze its rows (issue #41).
+longer token up to style.shrunk_chars of them in a font shrunk to fit ('·Returns', '·function'; cut beyond): a narrow
+screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is as tall as its
+wrapped title, subtitle and legend need, so they never squeeze its rows (issue #41).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import plotly.graph_objects as go
 
 from engine.config import SpecConfig
 from engine.records import StepRecord
-from engine.formats.trace import Trace
+from engine.formats.trace import Trace, emitted_places
 from specviz.figures.common import empty_figure, highlight, legend_px, make_figure, step_window, text_px, x_range
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
 from specviz.quantities import probability_text
@@ -204,36 +205,29 @@ def audit_cells(trace: Trace, target_row: int) -> list[tuple[int, int, int]]:
     """(step, row, position among the emitted tokens) of each token the trace's audit marked: an accepted draft in
     its draft row, the target's own token in the target row."""
     marked = set(trace.audit.marked) if trace.audit is not None else set()
-    cells, position = [], 0
-    for step in trace.steps:
-        for j, token in enumerate(step.emitted):
-            if position in marked:
-                cells.append((step.index, j + 1 if token.kind == "accepted" else target_row, position))
-            position += 1
-    return cells
+    return [(step.index, j + 1 if step.emitted[j].kind == "accepted" else target_row, position)
+            for position, step, j in emitted_places(trace) if position in marked]
 
 
 def _audit_marks(trace: Trace, target_row: int) -> dict[str, Any]:
-    """A mark in the corner of every cell whose token the audit marked (engine/formats/trace_audit.py)."""
+    """A mark in the corner of every cell whose token the audit marked (engine/formats/trace_audit.py); with none
+    marked, one invisible point, so the legend still says the run was audited."""
     audit = trace.audit
-    emitted = [token for step in trace.steps for token in step.emitted]
+    emitted = [step.emitted[j] for _, step, j in emitted_places(trace)]
     scorer = _escape(audit.scored_by)
     rule = (f"it is not the argmax of the target ({scorer}):<br>greedy decoding would not emit it"
             if audit.temperature == 0 else
             f"the target ({scorer}) gives it<br>p = %{{customdata[1]}} at T = {audit.temperature:g}, under "
             f"{audit.threshold:g}: it would emit it<br>less than once in a million draws")
-    cells: list[tuple[int | None, int | None, int]] = audit_cells(trace, target_row)
-    name = AUDIT_LEGEND if cells else f"{AUDIT_LEGEND} (none in this run)"
-    if not cells:       # one invisible point, so the legend still says the run was audited
-        return {"type": "scatter", "mode": "markers", "meta": "audit", "name": name, "x": [None], "y": [None],
-                "marker": {"symbol": "x", "size": 10, "color": AUDIT_COLOR}, "hoverinfo": "skip", "showlegend": True}
-    return {"type": "scatter", "mode": "markers", "meta": "audit", "name": name,
-            "x": [step + AUDIT_CORNER[0] for step, _, _ in cells], "y": [row + AUDIT_CORNER[1] for _, row, _ in cells],
+    cells = audit_cells(trace, target_row)
+    return {"type": "scatter", "mode": "markers", "meta": "audit", "showlegend": True, "cliponaxis": True,
+            "name": AUDIT_LEGEND if cells else f"{AUDIT_LEGEND} (none in this run)",
+            "x": [step + AUDIT_CORNER[0] for step, _, _ in cells] or [None],
+            "y": [row + AUDIT_CORNER[1] for _, row, _ in cells] or [None],
             "marker": {"symbol": "x", "size": 10, "color": AUDIT_COLOR, "line": {"color": "#FFFFFF", "width": 1.5}},
             "customdata": [[_escape(visible(emitted[position].text)), f"{audit.probabilities[position]:.2g}"]
-                           for _, _, position in cells],
-            "hovertemplate": f"<b>audit: %{{customdata[0]}}</b><br>{rule}<extra></extra>", "cliponaxis": True,
-            "showlegend": True}
+                           for _, _, position in cells] or [["", ""]],
+            "hovertemplate": f"<b>audit: %{{customdata[0]}}</b><br>{rule}<extra></extra>"}
 
 
 def _unknown_key(config: SpecConfig) -> dict[str, Any]:
