@@ -156,6 +156,24 @@ def test_a_stream_cut_mid_run_keeps_the_steps_that_arrived(handlers, replay):
     assert list(last["trace"].output.token_ids) == tokens                       # exactly what arrived
 
 
+def test_a_whole_run_without_its_texts_is_kept_split_with_each_token_as_its_id(handlers, replay):
+    """The stream can outrun the server's life: every chunk and the per-step arrays arrive, then /detokenize is
+    refused (a killed tiny server did this in CI). Nothing the server said is lost for want of a text."""
+    replay.faults = Faults(detokenize_status=503)
+    message, updates = failed_run(handlers, None, replay.url)
+    tokens = [t for e in RECORDING["streams"]["greedy"]["events"] for c in e.get("choices") or () for t in
+              c.get("token_ids") or ()]
+    assert message == (f"The vLLM server at {replay.url} sent the whole run, then did not answer /detokenize for "
+                       f"{len(tokens)} of its {len(tokens)} tokens: the run is kept, split by its per-step counts, "
+                       "with those tokens shown as ⟨id⟩.")
+    last = updates[-1]["trace"]
+    assert last.complete and last.split is None and list(last.output.token_ids) == tokens
+    assert [token.text for step in last.steps for token in step.emitted] == [f"⟨{t}⟩" for t in tokens]
+    assert updates[-1]["status"].startswith("Done")
+    replay.faults = Faults()
+    assert run(fresh(handlers), None, replay.url)[-1]["trace"].complete       # the next run has its texts
+
+
 def test_a_silent_server_times_out_in_one_sentence(handlers, replay, monkeypatch):
     monkeypatch.setattr(source, "start_generation", functools.partial(source.start_generation, read_timeout_s=0.3))
     replay.faults = Faults(delay_s=0.0)

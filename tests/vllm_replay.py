@@ -33,6 +33,7 @@ class Faults:
     two_sequences: bool = False         # every event's choice says index 1 (what n = 2 streams look like)
     merge: bool = False                 # send all token chunks as one (a client that lagged behind)
     status: int = 200                   # answer /v1/completions with this HTTP status
+    detokenize_status: int = 200        # answer /detokenize with this HTTP status (a server that gives no texts)
     main_branch: bool = False           # the statistics as vLLM's main branch sends them (`main_branch_form`)
 
 
@@ -139,6 +140,8 @@ def _handler(replay: ReplayServer) -> type[BaseHTTPRequestHandler]:
                     self._json({"error": {"message": "no chat template"}}, 400)
                 else:
                     self._json({"tokens": replay.recording["tokenize"][body["prompt"]]})
+            elif self.path == "/detokenize" and replay.faults.detokenize_status != 200:
+                self._json({"error": {"message": "Service Unavailable"}}, replay.faults.detokenize_status)
             elif self.path == "/detokenize":
                 self._json({"prompt": "".join(replay.recording["detokenize"][t] for t in body["tokens"])})
             elif self.path == "/v1/completions":

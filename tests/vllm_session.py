@@ -71,13 +71,13 @@ def start_tiny_vllm(folder: Path) -> TinyVllm:
 
 
 def start_tiny_server(folder: Path, method: str, spec_metrics: str = "detailed",
-                      fix_cpu_sampler: bool = False) -> TinyVllm:
+                      fix_cpu_sampler: bool = False, max_model_len: int = 512) -> TinyVllm:
     """The tiny pair served by `method` (draft_model k=3, ngram k=3 on vLLM's default (5, 5) lookup, or none),
     its per-request metrics at `spec_metrics`, with SpecViz's CPU sampler fix when asked."""
     from engine.vllm.server import ServerSpec, start_server
     save_tiny_pair(folder)
     spec = ServerSpec(target=str(folder / "target"), draft=str(folder / "draft") if method == "draft_model" else None,
-                      method=method, k=K, dtype="float32", max_model_len=512, spec_metrics=spec_metrics,
+                      method=method, k=K, dtype="float32", max_model_len=max_model_len, spec_metrics=spec_metrics,
                       fix_cpu_sampler=fix_cpu_sampler, extra_args=EAGER)
     server = start_server(spec, folder / "server.log", timeout_s=STARTUP_TIMEOUT_S)
     return TinyVllm(server, folder, str(server.address))

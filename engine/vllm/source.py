@@ -30,6 +30,7 @@ class TokenTexts:
         self.info = info
         self._texts: dict[int, str] = {}
         self._session = session
+        self._refused = False           # a lookup failed since the last `retry()`: ask no more until then
 
     def __call__(self, ids: Sequence[int]) -> list[str]:
         for token in dict.fromkeys(ids):
@@ -40,12 +41,22 @@ class TokenTexts:
 
     def or_ids(self, ids: Sequence[int]) -> list[str]:
         """The texts, or where the server cannot be asked (it died mid-run) ⟨id⟩ for each token not known yet:
-        a live run's trace never loses a token that arrived for want of its text (nothing is cached, so a
-        server that answers again gives the text)."""
-        try:
-            return self(ids)
-        except VllmError:
-            return [self._texts.get(token, f"⟨{token}⟩") for token in ids]
+        a trace never loses a token that arrived for want of its text. After a failed lookup the server is not
+        asked again until `retry()` (one try per rebuilt trace, not one per step: a dead server refuses each)."""
+        if not self._refused:
+            try:
+                return self(ids)
+            except VllmError:
+                self._refused = True
+        return [self._texts.get(token, f"⟨{token}⟩") for token in ids]
+
+    def retry(self) -> None:
+        """Ask the server again at the next lookup (nothing unknown is cached: a server that answers gives it)."""
+        self._refused = False
+
+    def unnamed(self, ids: Sequence[int]) -> int:
+        """How many of `ids` have no text from the server (they read ⟨id⟩)."""
+        return sum(token not in self._texts for token in ids)
 
 
 def tokenize(info: ServerInfo, session: Session, prompt: str, raw: bool) -> tuple[int, ...]:
@@ -126,7 +137,8 @@ class VllmGeneration:
                 if chunk.finish_reason is not None:
                     return self._finish()
         except VllmError:
-            self._unsplit, self._trace = True, None
+            if not self._done:      # a run the server finished keeps its split even when its texts are missing
+                self._unsplit, self._trace = True, None
             raise
         self._returned += 1
         return self.trace().steps[self._returned - 1]
@@ -147,10 +159,16 @@ class VllmGeneration:
             raise VllmError("The vLLM server finished without its per-step counts: start it with "
                             "--per-request-spec-decode-metrics detailed.")
         self._done, self._trace = True, None
-        steps = self.trace().steps
-        self._session.close()       # every token's text is known now: the trace is final
-        self._returned = len(steps)
-        return steps[-1]
+        trace = self.trace()
+        self._session.close()       # every token's text the server gives is known now: the trace is final
+        self._returned = len(trace.steps)
+        if unnamed := self._texts.unnamed(trace.output.token_ids):
+            # The stream can outrun the server: a tiny model sends a whole run before the client reads it, and a
+            # server that dies then has said everything but the texts.
+            raise VllmError(f"The vLLM server at {self.info.address} sent the whole run, then did not answer "
+                            f"/detokenize for {unnamed} of its {len(trace.output.token_ids)} tokens: the run is "
+                            "kept, split by its per-step counts, with those tokens shown as ⟨id⟩.")
+        return trace.steps[-1]
 
     def close(self) -> None:
         """Close the connections: the server then aborts the request (a stopped run, kept unsplit)."""
@@ -167,12 +185,14 @@ class VllmGeneration:
 
     def trace(self) -> Trace:
         """What arrived so far as a trace; complete, and split by the server's arrays, once the run is done;
-        provisional before, unsplit after a failure or a stop. Until it is done a token whose text the server
-        cannot give (it died) reads ⟨id⟩, so the stream's own error, not the text lookup's, ends the run."""
+        provisional before, unsplit after a failure or a stop. A token whose text the server cannot give (it
+        died) reads ⟨id⟩, so the stream's own error, not the text lookup's, ends the run; a finished run with
+        such tokens ends with its own sentence (`_finish`)."""
         if self._trace is None:
+            self._texts.retry()
             self._trace = build_trace(self.info, self.config, self.prompt, self._chunks,
                                       self._stream.metrics if self._done else None, self._stream.started_s,
-                                      self._texts if self._done else self._texts.or_ids, self._done,
+                                      self._texts.or_ids, self._done,
                                       self._stream.finish_reason, self._proposals, unsplit=self._unsplit)
         return self._trace
 
