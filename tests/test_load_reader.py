@@ -1,7 +1,8 @@
 """engine/formats/load_reader.py: the recorded tiny load run (benchmarks/data/load-tiny-*.json, a real
 document cut to its first level, with each server's threads and a forward probe added) is accepted, and every
 field deleted or set to an odd value is refused in one LoadFormatError naming it, as are documents whose parts
-contradict each other; a run that stopped keeps the levels before its stop."""
+contradict each other; a run that stopped keeps the levels before its stop; an unfinished run (the baseline
+missing) is read as strictly by its own reader, and each reader refuses the other's form in one sentence."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from engine.formats.load_reader import parse_load, parse_load_json, read_load
-from engine.formats.load_format import LoadFormatError
+from engine.formats.load_reader import parse_load, parse_load_json, parse_unfinished, read_load
+from engine.formats.load_format import LoadFormatError, unfinished_document
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("load-tiny-*.json"))[-1]
@@ -168,3 +169,28 @@ def test_a_run_that_stopped_keeps_the_levels_before_its_stop_and_says_where():
         parse_load(changed(changed(data, ("servers", 0, "stopped"), stop), ("servers", 1, "stopped"), stop))
     with pytest.raises(LoadFormatError, match="levels of settings.levels"):     # cut short without a stop
         parse_load(data)
+
+
+def test_an_unfinished_run_is_read_as_strictly_and_refused_where_a_whole_run_is_asked(document):
+    """An unfinished run (its second server could not be measured) holds the speculative server alone and why the
+    other is missing: its own reader checks every field as the whole run's does, and each reader refuses the other
+    form in one sentence that says what to do."""
+    unfinished = unfinished_document(document, "No vLLM server answers at http://127.0.0.1:9 (ConnectError).")
+    assert parse_unfinished(copy.deepcopy(unfinished))["servers"] == document["servers"][:1]
+    paths = [path for path, _ in leaves(unfinished) if isinstance(path[-1], str) and path[-1] not in OPTIONAL]
+    assert len(paths) > 30 and ("missing",) in paths
+    for path in paths:
+        with pytest.raises(LoadFormatError) as caught:
+            parse_unfinished(changed(unfinished, path, delete=True))
+        assert name(path) in str(caught.value), (name(path), str(caught.value))
+    with pytest.raises(LoadFormatError, match="must be true"):
+        parse_unfinished(changed(unfinished, ("servers", 0, "speculative"), False))
+    with pytest.raises(LoadFormatError, match="exactly the server with speculation"):
+        parse_unfinished(changed(unfinished, ("servers",), document["servers"]))
+    with pytest.raises(LoadFormatError, match=r"^format: this load run is unfinished \(its server without speculation "
+                                              r"could not be measured: No vLLM server answers at http://127.0.0.1:9 "
+                                              r"\(ConnectError\)\); finish it with `python -m engine load --resume "
+                                              r"FILE`$"):
+        parse_load(unfinished)
+    with pytest.raises(LoadFormatError, match=r"must be 'specviz.load-unfinished/1' \(this run is already finished\)"):
+        parse_unfinished(document)

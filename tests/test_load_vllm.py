@@ -12,6 +12,7 @@ import json
 import statistics
 import threading
 
+import gradio as gr
 import pytest
 
 from engine.cli.main import main
@@ -21,6 +22,7 @@ from engine.formats.trace import Trace
 from engine.load.runner import run_server
 from engine.load.stats import other_traffic
 from engine.vllm.transport import VllmError
+from specviz.explore.load_view import LoadHandlers
 
 pytestmark = pytest.mark.vllm
 LEVELS = (1, 2, 4)
@@ -164,3 +166,62 @@ def test_a_server_failing_a_level_keeps_the_levels_before_it(tiny_vllm, tiny_pla
     assert f"the run stopped at N=2 on {server}: the levels before it are kept" in captured.out
     assert f"error: the run stopped at N=2 on {server}; what it measured before (1 level) is saved in {out}" \
         in captured.err
+
+
+def test_a_baseline_that_cannot_be_measured_keeps_the_first_servers_levels_for_resume(tiny_vllm, tiny_plain_vllm,
+                                                                                      tmp_path, capsys, monkeypatch):
+    """The second server does not answer (a server that could not start looks the same from here): the measured
+    speculative levels are saved as an unfinished run, which the reader and the page refuse in one sentence, and
+    `--resume` measures only the missing server, keeping the first server's record exactly as it was saved."""
+    import socket
+
+    import engine.cli.load as load_cli
+    import engine.load.sweep as sweep
+    from engine.formats.load_format import LoadFormatError
+    from engine.formats.load_reader import read_unfinished
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{free.getsockname()[1]}"
+    out = tmp_path / "unfinished.json"
+    assert main(["load", "--server", tiny_vllm.url, "--nospec-server", dead, "--levels", "1,2", "--max-tokens", "4",
+                 "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"the server without speculation could not be measured: No vLLM server answers at {dead}" in err
+    assert f"levels are saved in {out}, unfinished: finish the run with `python -m engine load --resume {out}`" in err
+    unfinished = read_unfinished(out)
+    assert [level["concurrency"] for level in unfinished["servers"][0]["levels"]] == [1, 2]
+    with pytest.raises(LoadFormatError, match=r"^format: this load run is unfinished \(its server without "
+                                              r"speculation could not be measured: No vLLM server answers at "):
+        read_load(out)
+    with pytest.raises(gr.Error) as refused:                    # the Explore tab's upload: one sentence, nothing drawn
+        LoadHandlers(None, "").upload(out.read_bytes(), False, None)
+    message = refused.value.message
+    assert "this load run is unfinished" in message and "\n" not in message and message.endswith("--resume FILE`")
+    # Resuming takes only the missing server; anything that would change the first server's run is refused.
+    assert main(["load", "--resume", str(out), "--server", tiny_vllm.url]) == 2
+    assert "--resume takes the pair and settings from the file" in capsys.readouterr().err
+    monkeypatch.setattr(load_cli, "machine_record", lambda: {**unfinished["machine"], "cpu_model": "Another CPU"})
+    assert main(["load", "--resume", str(out), "--nospec-server", tiny_plain_vllm.url]) == 2
+    assert "a load run compares its two servers on one machine" in capsys.readouterr().err
+    monkeypatch.undo()
+    # Started from the file's own pair when no URL is given (the server start itself isolated here).
+    started = []
+
+    def start_the_plain_one(served, method, measure):
+        started.append((served, method))
+        return {**measure(tiny_plain_vllm.url), "threads": 2}
+
+    monkeypatch.setattr(sweep, "_started", start_the_plain_one)
+    finished = tmp_path / "finished.json"
+    assert main(["load", "--resume", str(out), "--out", str(finished)]) == 0
+    pair = unfinished["pair"]
+    assert started == [(sweep.Served(pair["target"], pair["draft"], pair["method"], pair["k"], pair["dtype"]), "none")]
+    document = read_load(finished)
+    assert document["servers"][0] == unfinished["servers"][0]           # not measured again
+    assert [level["concurrency"] for level in document["servers"][1]["levels"]] == [1, 2]
+    assert document["command"].startswith(unfinished["command"] + " ; resumed: ")
+    assert document["machine"] == unfinished["machine"] and "aggregate speedup N=1:" in capsys.readouterr().out
+    # A finished run is not resumed again.
+    assert main(["load", "--resume", str(finished)]) == 2
+    assert "this run is already finished" in capsys.readouterr().err
+

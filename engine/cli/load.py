@@ -1,7 +1,9 @@
 """`python -m engine load`: the concurrency grid (engine/load/) on a vLLM server with speculation and
 on the same weights without, written as specviz.load/1. Either two running servers (--server,
 --nospec-server) or a pair to serve (--target, --draft): then the speculative server is started,
-measured and stopped before the one without starts (memory is short). Torch-free."""
+measured and stopped before the one without starts (memory is short). When the second server cannot be
+measured, the first one's levels are saved as an unfinished run, and `--resume FILE` measures only the
+missing server (a running one, or the file's pair started again) and writes the whole run. Torch-free."""
 
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ from typing import Any, Callable
 from engine.cli.arguments import UsageError
 from engine.cli.machine import machine_record, provenance
 from engine.config import SpecConfig
-from engine.formats.load_format import LoadFormatError, save_load
-from engine.formats.load_reader import read_load
+from engine.formats.load_format import LoadFormatError, save_load, unfinished_document
+from engine.formats.load_reader import read_load, read_unfinished
 from engine.load.batch_model import disagreements, document_model, why_sentence
 from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, stop_line
 from engine.load.stats import aggregate_ratios, measured_crossover, other_traffic
-from engine.load.sweep import DEFAULT_PROMPTS, Served, measure_servers, stopped, sweep_document
+from engine.load.sweep import DEFAULT_PROMPTS, BaselineMissing, Served, measure_servers, stopped, sweep_document
 from engine.vllm.transport import VllmError
 
 
@@ -40,6 +42,9 @@ def add_load_parser(commands: Any, handler: Callable[[argparse.Namespace], int])
     load.add_argument("--out", type=Path, help="write the specviz.load/1 document here")
     load.add_argument("--summary", type=Path, help="print a saved load run's levels, crossover and batch cost model "
                                                    "(runs nothing)")
+    load.add_argument("--resume", type=Path, help="finish an unfinished run (its server without speculation could not "
+                                                  "be measured): measure only that server, at --nospec-server or "
+                                                  "started from the file's pair; the pair and settings are the file's")
     load.set_defaults(handler=handler)
 
 
@@ -78,13 +83,14 @@ def command_load(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot read {args.summary}: {getattr(error, 'strerror', None) or error}") from None
         print("\n".join(summary_lines(document)))
         return 0
+    if args.resume is not None:
+        return _resume(args)
     if args.out is None:
         raise UsageError("--out FILE is needed (or --summary FILE to print a saved run)")
     levels, prompts = _levels(args.levels), _prompts(args.prompts)
     if args.max_tokens < 1:
         raise UsageError("--max-tokens must be 1 or more")
-    if not args.out.resolve().parent.is_dir():
-        raise UsageError(f"cannot write {args.out}: its folder does not exist")
+    _check_out(args.out)
     urls = args.server is not None or args.nospec_server is not None
     if urls == (args.target is not None) or (urls and (args.server is None or args.nospec_server is None)):
         raise UsageError("give either both --server and --nospec-server, or --target (and --draft) to start them")
@@ -92,25 +98,82 @@ def command_load(args: argparse.Namespace) -> int:
         raise UsageError("--method draft_model needs --draft FOLDER")
     config = SpecConfig(temperature=args.temperature, max_new_tokens=args.max_tokens)
     served = Served(args.target, args.draft, args.method, args.k, args.dtype, args.eager) if args.target else None
+    pair = {"target": args.target, "draft": args.draft, "method": args.method, "dtype": args.dtype}
+    return _measure_and_save(args.out, (args.server, args.nospec_server) if urls else None, served, pair, prompts,
+                             levels, config, provenance())
+
+
+def _resume(args: argparse.Namespace) -> int:
+    """Measure the missing server of an unfinished run and write the whole run (to --out, or over the file)."""
+    if args.server is not None or args.target is not None or args.draft is not None:
+        raise UsageError("--resume takes the pair and settings from the file: give only --nospec-server URL (or "
+                         "nothing, to start the file's target alone), --eager and --out")
     try:
-        records = measure_servers((args.server, args.nospec_server) if urls else None, served, args.method, prompts,
-                                  levels, config, lambda line: print(line, flush=True))
+        unfinished = read_unfinished(args.resume)
+    except (LoadFormatError, OSError) as error:
+        raise UsageError(f"cannot resume {args.resume}: {getattr(error, 'strerror', None) or error}") from None
+    out = args.out or args.resume
+    _check_out(out)
+    here, there = machine_record(), unfinished["machine"]
+    if any(here.get(key) != there.get(key) for key in ("cpu_model", "cores")):
+        raise UsageError(f"{args.resume} was measured on {there.get('cpu_model')} ({there.get('cores')} cores), this "
+                         f"machine is {here.get('cpu_model')} ({here.get('cores')} cores): a load run compares its "
+                         "two servers on one machine")
+    pair, settings = unfinished["pair"], unfinished["settings"]
+    config = SpecConfig(temperature=settings["temperature"], max_new_tokens=settings["max_tokens"])
+    served = None if args.nospec_server else Served(pair["target"], pair["draft"], pair["method"], pair["k"],
+                                                    pair["dtype"], args.eager)
+    resumed = provenance()
+    return _measure_and_save(out, ("", args.nospec_server) if args.nospec_server else None, served, pair,
+                             settings["prompts"], settings["levels"], config,
+                             {"command": f"{unfinished['command']} ; resumed: {resumed['command']}",
+                              "commit": unfinished["commit"]}, unfinished["servers"][0], unfinished["machine"])
+
+
+def _check_out(out: Path) -> None:
+    if not out.resolve().parent.is_dir():
+        raise UsageError(f"cannot write {out}: its folder does not exist")
+
+
+def _measure_and_save(out: Path, urls: tuple[str, str] | None, served: Served | None, pair: dict[str, Any],
+                      prompts: list[str], levels: list[int], config: SpecConfig, origin: dict[str, str],
+                      measured: dict[str, Any] | None = None, machine: dict[str, Any] | None = None) -> int:
+    """Measure (only the second server when `measured` is the first's record), save, print the verdict; exit 1
+    when the run stopped early or the second server could not be measured (then the first's levels are saved,
+    unfinished, for --resume)."""
+    def document_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+        return sweep_document(records, pair["target"], pair["draft"], pair["method"], pair["dtype"], prompts, levels,
+                              config, machine or machine_record(), origin)
+    try:
+        records = measure_servers(urls, served, pair["method"], prompts, levels, config,
+                                  lambda line: print(line, flush=True), measured)
+    except BaselineMissing as missing:
+        _save(unfinished_document(document_of([missing.measured]), str(missing)), out)
+        kept = len(missing.measured["levels"])
+        print(f"error: the server without speculation could not be measured: {missing} The server with "
+              f"speculation's {kept} level{'s' if kept > 1 else ''} are saved in {out}, unfinished: finish the run "
+              f"with `python -m engine load --resume {out}` (add --nospec-server URL for a running server)",
+              file=sys.stderr)
+        return 1
     except VllmError as error:
         raise UsageError(str(error)) from None
-    document = sweep_document(records, args.target, args.draft, args.method, args.dtype, prompts, levels, config,
-                              machine_record(), provenance())
-    try:
-        save_load(document, args.out)
-    except OSError as error:
-        raise UsageError(f"cannot write {args.out}: {error.strerror}") from None
+    document = document_of(records)
+    _save(document, out)
     print("\n".join(verdict_lines(document)))
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     if (stop := stopped(document)) is not None:
         kept = len(records[0]["levels"])
         print(f"error: the run stopped at N={stop[1]} on {stop[0]}; what it measured before ({kept} "
-              f"level{'s' if kept > 1 else ''}) is saved in {args.out}", file=sys.stderr)
+              f"level{'s' if kept > 1 else ''}) is saved in {out}", file=sys.stderr)
         return 1
     return 0
+
+
+def _save(document: dict[str, Any], out: Path) -> None:
+    try:
+        save_load(document, out)
+    except OSError as error:
+        raise UsageError(f"cannot write {out}: {error.strerror}") from None
 
 
 def summary_lines(document: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from engine.config import MAX_K, MAX_TEMPERATURE
 from engine.formats.trace_fields import MAX_WHOLE, is_text
 from engine.formats.json_document import parse_json, read_document
 from engine.formats.trace import Trace, TraceFormatError
-from engine.formats.load_format import LOAD_SCHEMA, MAX_LOAD_BYTES, METHODS, LoadFormatError
+from engine.formats.load_format import LOAD_SCHEMA, MAX_LOAD_BYTES, METHODS, UNFINISHED_SCHEMA, LoadFormatError
 
 SPREAD = ("p50", "p90", "p99")
 COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
@@ -234,45 +234,75 @@ def _grid(servers: list[Any], levels: list[int]) -> list[int]:
     return levels[:levels.index(at)]
 
 
-def parse_load(data: Any) -> dict[str, Any]:
-    """The document, checked (LoadFormatError naming the first bad field)."""
+def _check_server(server: Any, s: int, speculative: bool, grid: list[int], settings: dict[str, Any]) -> None:
+    where = f"servers[{s}]"
+    server = _object(server, where)
+    if _get(server, "speculative", where) is not speculative:
+        raise _fail(f"{where}.speculative", f"must be {str(speculative).lower()}")
+    _text(_get(server, "version", where), f"{where}.version")
+    _text(_get(server, "model", where), f"{where}.model")
+    if "address" in server:
+        _text(server["address"], f"{where}.address")
+    if "threads" in server:
+        _integer(server["threads"], f"{where}.threads", 1)
+    if server.get("k") is not None or (speculative and "k" in server):
+        _integer(server["k"], f"{where}.k", 1, MAX_K)
+    if server.get("forward_probe") is not None:
+        if speculative:
+            raise _fail(f"{where}.forward_probe", "must be null on the server with speculation")
+        _check_probe(server["forward_probe"], f"{where}.forward_probe")
+    levels = _list(_get(server, "levels", where), f"{where}.levels")
+    if len(levels) != len(grid):
+        raise _fail(f"{where}.levels", f"must hold the {len(grid)} levels of settings.levels"
+                    + (" measured before the run stopped" if len(grid) < len(settings["levels"]) else ""))
+    for i, (level, concurrency) in enumerate(zip(levels, settings["levels"])):
+        _check_level(level, f"{where}.levels[{i}]", concurrency, len(settings["prompts"]), speculative)
+
+
+def _check_header(data: Any, schema: str) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """The fields both forms share, checked: (the document, its settings, its servers)."""
     data = _object(data, "the load document")
     _check_unicode(data, "")
-    if data.get("format") != LOAD_SCHEMA:
-        raise _fail("format", f"must be {LOAD_SCHEMA!r}")
+    if data.get("format") == UNFINISHED_SCHEMA != schema:
+        raise _fail("format", "this load run is unfinished (its server without speculation could not be measured: "
+                              f"{str(data.get('missing', 'no reason given'))[:300].rstrip('.')}); finish it with `python -m engine "
+                              "load --resume FILE`")
+    if data.get("format") != schema:
+        raise _fail("format", f"must be {schema!r}" + (" (this run is already finished)" if
+                                                       data.get("format") == LOAD_SCHEMA else ""))
     for key in ("created", "command", "commit"):
         _text(_get(data, key, ""), key)
     _check_machine(_get(data, "machine", ""))
     _check_pair(_get(data, "pair", ""))
-    settings = _check_settings(_get(data, "settings", ""))
-    servers = _list(_get(data, "servers", ""), "servers")
+    return data, _check_settings(_get(data, "settings", "")), _list(_get(data, "servers", ""), "servers")
+
+
+def parse_load(data: Any) -> dict[str, Any]:
+    """The document, checked (LoadFormatError naming the first bad field)."""
+    data, settings, servers = _check_header(data, LOAD_SCHEMA)
     if len(servers) != 2:
         raise _fail("servers", "must hold exactly two servers: with speculation, then without")
     grid = _grid(servers, settings["levels"])
     for s, (server, speculative) in enumerate(zip(servers, (True, False))):
-        where = f"servers[{s}]"
-        server = _object(server, where)
-        if _get(server, "speculative", where) is not speculative:
-            raise _fail(f"{where}.speculative", f"must be {str(speculative).lower()}")
-        _text(_get(server, "version", where), f"{where}.version")
-        _text(_get(server, "model", where), f"{where}.model")
-        if "address" in server:
-            _text(server["address"], f"{where}.address")
-        if "threads" in server:
-            _integer(server["threads"], f"{where}.threads", 1)
-        if server.get("k") is not None or (speculative and "k" in server):
-            _integer(server["k"], f"{where}.k", 1, MAX_K)
-        if server.get("forward_probe") is not None:
-            if speculative:
-                raise _fail(f"{where}.forward_probe", "must be null on the server with speculation")
-            _check_probe(server["forward_probe"], f"{where}.forward_probe")
-        levels = _list(_get(server, "levels", where), f"{where}.levels")
-        if len(levels) != len(grid):
-            raise _fail(f"{where}.levels", f"must hold the {len(grid)} levels of settings.levels"
-                        + (" measured before the run stopped" if len(grid) < len(settings["levels"]) else ""))
-        for i, (level, concurrency) in enumerate(zip(levels, settings["levels"])):
-            _check_level(level, f"{where}.levels[{i}]", concurrency, len(settings["prompts"]), speculative)
+        _check_server(server, s, speculative, grid, settings)
     return data
+
+
+def parse_unfinished(data: Any) -> dict[str, Any]:
+    """An unfinished run (load_format.unfinished_document), checked as strictly: the speculative server alone, and
+    the sentence that says why the other is missing."""
+    data, settings, servers = _check_header(data, UNFINISHED_SCHEMA)
+    if len(servers) != 1:
+        raise _fail("servers", "must hold exactly the server with speculation (the other is missing)")
+    _check_server(servers[0], 0, True, _grid(servers, settings["levels"]), settings)
+    _text(_get(data, "missing", ""), "missing")
+    return data
+
+
+def read_unfinished(path: str | Path) -> dict[str, Any]:
+    """The checked unfinished run in `path` (LoadFormatError: one sentence; OSError when it cannot be read)."""
+    return parse_unfinished(parse_json(read_document(path, MAX_LOAD_BYTES, LoadFormatError, "load document"),
+                                       MAX_LOAD_BYTES, LoadFormatError, "load document"))
 
 
 def parse_load_json(text: str | bytes) -> dict[str, Any]:
