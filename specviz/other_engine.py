@@ -161,7 +161,7 @@ def audit_summary(trace: Trace) -> str:
         words += (" A recovered token is drawn from norm(max(0, p − q)) of the server's own target, so one this target "
                   "gives almost nothing did not come from that law: vLLM 0.32's CPU sampler draws it wrongly (vLLM "
                   "issue #55005). The recorded run marked \"CPU sampler fixed\" is the same request on a server with "
-                  "SpecViz's fix (scripts/vllm.sh start --fix-cpu-sampler).")
+                  "SpecViz's fix (the `--fix-cpu-sampler` option of `scripts/vllm.sh start`).")
     return words
 
 

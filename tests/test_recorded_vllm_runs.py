@@ -50,3 +50,19 @@ def test_the_page_offers_both_runs_labelled_with_their_server_and_marks():
         # the shipped server's recovered tokens are put down to its known bug; the fixed server's run is not
         assert ("vLLM issue #55005" in status) == (not run["fixed_sampler"])
         assert ("with SpecViz's CPU sampler fix" in status) == run["fixed_sampler"]
+
+
+@pytest.mark.parametrize("asset", sorted(path.name for path in (ASSETS_DIR / "traces").glob("*vllm*.json")))
+def test_the_servers_first_step_says_it_is_the_prompts_prefill(asset):
+    """vLLM's first step reads the prompt and gives one token without drafts: the page says so, not that the
+    context window was full (a student saw 'had no room for more' beside a 41-token context)."""
+    from specviz.run.step_detail import step_detail_html
+    from specviz.run.step_reasons import budget_note
+    trace = Trace.load(ASSETS_DIR / "traces" / asset)
+    first = trace.steps[0]
+    assert first.k == 0 and len(first.emitted) == 1
+    note = budget_note(trace, first)
+    assert note.startswith(f"k = 0 this step, not {trace.config.k}: the server's first step reads the prompt")
+    assert "context window" not in note
+    assert all("context window" not in budget_note(trace, step) for step in trace.steps)
+    assert "coloured as a bonus: the target&#x27;s own token" in step_detail_html(trace, 0)

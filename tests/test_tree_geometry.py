@@ -113,6 +113,11 @@ def test_a_phone_cell_names_its_node_and_holds_a_seven_character_token():
     shown = {visible(node.token.text) for node in step.tree.nodes}
     assert all(token in shown or token.endswith("\u2026") and len(token) == TOKEN_CHARS for token in tokens), tokens
     assert all(token in tokens for token in shown if len(token) <= TOKEN_CHARS)
+    # and the caption's first line says to swipe (a student saw the tree stop at depth 2 with no way on); a screen
+    # as wide as the tree needs no such line
+    assert fig.layout.title.subtitle.text.startswith("Swipe the tree sideways")
+    wide = step_tree_figure(step, FigureStyle.for_screen(width=1440))
+    assert "Swipe" not in wide.layout.title.subtitle.text
 
 
 def test_a_planted_overlap_is_caught(monkeypatch):

@@ -10,6 +10,8 @@ charts, the Lab's) and every step table:
   sideways in its box, by design), and a cell's label stays inside its cell;
 - in a table no cell's content runs out of its cell or into another's ("0.0009270.008", "1.63e-07✗ rejected"),
   no number wraps mid-value ("0.000 158", "7.62e- 05") and no token chip breaks over two lines ("·palindro / me");
+  where a table stacks its rows (a phone, large text) every value of a row starts at one indent (a projector's
+  min(1, p/q) stood 160 px right of the others);
 - the page is never wider than the screen.
 Every wait is for the exact state (the run's steps drawn and fitted to their boxes, the large fonts in), never
 for time. A planted-bug test squeezes the timeline's cells again and puts the old narrow number columns back,
@@ -179,6 +181,24 @@ PROBLEMS_JS = """() => {
             for (let i = 0; i < pieces.length; i++)
                 for (let j = i + 1; j < pieces.length; j++)
                     if (overlap(pieces[i][1], pieces[j][1])) problems.push(`${pieces[i][0]} runs into ${pieces[j][0]}`);
+            if (getComputedStyle(row).display === 'block') {    // stacked: each value's text starts at one indent
+                const starts = [...row.querySelectorAll('td')].filter(shown).map(cell => {
+                    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT,
+                        {acceptNode: n => n.textContent.trim() ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP});
+                    const first = walker.nextNode();
+                    if (!first) return null;
+                    const chip = first.parentElement.closest('.sv-tok');     // a chip starts at its box, its
+                    const range = document.createRange();                     // text centred inside
+                    range.selectNodeContents(first);
+                    const rect = chip && cell.contains(chip) ? box(chip)
+                                                             : [...range.getClientRects()].find(r => r.width > 0);
+                    return rect ? [`${name(table)} ${cell.dataset.label || 'TD'} ${said(cell)}`, rect.left] : null;
+                }).filter(Boolean);
+                const indent = Math.min(...starts.map(([, left]) => left));
+                for (const [what, left] of starts)      // within a few px (a walk's node number sits 9 px in)
+                    if (left - indent > 12)
+                        problems.push(`${what} starts ${Math.round(left - indent)} px right of its row's other values`);
+            }
         }
     }
     for (const chip of [...document.querySelectorAll('#sv-views .sv-tok')].filter(shown))
@@ -292,6 +312,12 @@ def test_a_squeezed_layout_is_caught(browser, app, monkeypatch):  # noqa: F811
     assert any("sv-detail: the number" in problem and "wraps" in problem for problem in tables), tables
     assert any("breaks over two lines" in problem for problem in tables), tables
     assert not any("sv-timeline" in problem for problem in tables), tables      # the figures are as built
+    projector = open_size(browser, url, "projector")        # large text's stacked rows: the ratio's old padding
+    projector.add_style_tag(content=".sv-steps td.sv-ratio > .sv-num { padding: inherit; }")
+    stacked = size_problems(projector, sampled, "projector", shots=False)
+    projector.close()
+    assert any("min(1, p/q)" in problem and "right of its row's other values" in problem for problem in stacked), \
+        stacked
 
 
 def _squeezed_init(init):

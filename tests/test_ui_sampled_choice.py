@@ -39,7 +39,7 @@ def test_each_sampled_choice_says_how_it_came_and_names_the_argmax_a_draw_passed
                 assert how == "the draft, kept" and target.id == step.draft[position].id
             else:
                 assert how.startswith("drawn from the residual") and target.id == step.emitted[-1].id
-            names_argmax = f"not the argmax {visible(argmax.text)}" in how
+            names_argmax = f"not the argmax “{visible(argmax.text)}”" in how
             assert names_argmax == (argmax.id != target.id and position not in range(step.num_accepted))
             passed_over += names_argmax
     assert passed_over > 0                                          # the case is in the recording

@@ -87,7 +87,7 @@ def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = No
     if document is None:
         return "No load run recorded here: upload one (`python -m engine load ... --out FILE` writes it)."
     pair, settings, machine = document["pair"], document["settings"], document["machine"]
-    drafter = "n-gram lookup" if pair["method"] == "ngram" else f"draft **{_model_name(pair['draft'] or '')}**"
+    drafter = "n-gram lookup" if pair["method"] == "ngram" else f"draft `{_model_name(pair['draft'] or '')}`"
     busy, cores = machine.get("load_average"), machine.get("cores")
     shared = (f" The machine's one-minute load average was {busy[0]:.1f} on {cores or '?'} cores when it started (it "
               "counts the minute before too): compare these numbers only with each other." if busy else "")
@@ -102,7 +102,7 @@ def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = No
     shared += f" Each server ran on {threads} threads, one after the other." if threads else ""
     quantized = (f" (their quantized GGUF weights expanded to {pair['dtype']})"
                  if re.search(r"-q\d", _model_name(pair["target"])) else "")
-    return (f"Showing {source}: target **{_model_name(pair['target'])}**, {drafter}, k = {pair['k']}, served in "
+    return (f"Showing {source}: target `{_model_name(pair['target'])}`, {drafter}, k = {pair['k']}, served in "
             f"{pair['dtype']}{quantized}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, "
             f"on {machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
             f"\n\n{model_sentences(run or LoadRun.of(document))}")
@@ -188,7 +188,7 @@ class LoadHandlers:
         self.class_log = class_log if class_log is not None else ClassLog()
 
     def first(self) -> LoadViews:
-        return shown(self.shown_first, f"the recorded run **{self.name}**", FigureStyle())
+        return shown(self.shown_first, f"the recorded run `{self.name}`", FigureStyle())
 
     def _document(self, document: dict[str, Any] | None) -> dict[str, Any] | None:
         return document if document is not None else self.shown_first

@@ -30,7 +30,7 @@ from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranke
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.quantities import probability_text
 from specviz.run.step_detail import find_step
-from specviz.style import COLORS, TEXT_ON, TREE_LABELS, FigureStyle, pattern
+from specviz.style import COLORS, TEXT_ON, TITLE_INDENT, TREE_LABELS, TREE_MIN_PX, FigureStyle, pattern
 from specviz.tokens import number, short, visible
 
 TITLE = "Draft tree"
@@ -47,6 +47,7 @@ TEXTS = {**TEXT_ON, "unreached": "#555555", ROOT: "#FFFFFF"}
 STYLE_KIND = {"accepted": "accepted", "rejected": "rejected", "unreached": "unverified", "recovered": "recovered",
               "bonus": "bonus", ROOT: "committed"}             # each cell's pattern: specviz/style.py PATTERNS
 GATHER_AXIS = "target KV cache row"
+SCROLL_HINT = "Swipe the tree sideways: it is wider than this screen."
 DESKTOP_CHARS = 120         # caption characters per line when the screen's width is unknown
 GATHER_TITLE = ("<b>The KV gather</b>: the target kept the pending row{s} and the accepted path's rows, each moved "
                 "from its row after the verify forward to its row after the gather (arrows); the rest were cropped")
@@ -102,7 +103,10 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     bars = [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()]
     traces = _edges(step, rows, extra) + bars + gather_traces
     count = 1 + max(rows.values())
-    sentences = [tree_summary(step), rescue_sentence(step), _gather_words(step)]
+    # a phone's tree is wider than its screen (its box scrolls): the first line says so (issue #41: a student saw
+    # the tree cut after depth 2 and no way on)
+    scrolls = style.narrow and (style.line_px is None or style.line_px + TITLE_INDENT < TREE_MIN_PX)
+    sentences = [SCROLL_HINT if scrolls else "", tree_summary(step), rescue_sentence(step), _gather_words(step)]
     caption = wrap("<br>".join(html.escape(line, quote=False) for line in sentences if line),
                    style.line_chars(style.font_size) or DESKTOP_CHARS)       # counted, to size the top margin
     lines = caption.split("<br>")

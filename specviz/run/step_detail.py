@@ -164,7 +164,8 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
         ended = reached and step.k > 0 and after_eos(step, step.k)     # an accepted EOS ended the output first
         pick = "the target's argmax here" if greedy else "drawn from p here"
         if step.k == 0:
-            place, mark, why = "(no drafts this step)", "target step", f"no drafts this step: {pick}"
+            place, mark, why = ("(no drafts this step)", "target step",
+                                f"no drafts this step: {pick} (coloured as a bonus: the target's own token)")
         elif ended:
             place, mark, why = ("(no draft: bonus position)", "",
                                 f"all drafts accepted, but the output ended at the EOS d{step.num_kept}: not emitted")
@@ -191,7 +192,7 @@ def sampled_how(step: StepRecord, position: int) -> str:
     (from the residual, from p), not the target's argmax; a row the output never takes holds its argmax."""
     target = step.target[position]
     argmax = target.top[0] if target.top else None
-    differs = f", not the argmax {visible(argmax.text)}" if argmax is not None and argmax.id != target.id else ""
+    differs = f", not the argmax “{visible(argmax.text)}”" if argmax is not None and argmax.id != target.id else ""
     if position >= step.k:
         return f"drawn from p{differs}"
     verdict = step.verdicts[position]

@@ -102,6 +102,13 @@ def budget_note(trace: Trace, step: StepRecord) -> str:
     if step.k == max(0, remaining - 1) and step.k < config.k:
         left = f"only {remaining} of the {config.max_new_tokens} new tokens {'was' if remaining == 1 else 'were'} left"
         return f"k = {step.k} this step, not {config.k}: {left}, and a step emits at most k + 1."
+    if config.is_external and step.k == 0:
+        # vLLM's first step is the prompt's prefill (one token, no drafts); a later step without drafts is a
+        # preempted request's recomputation, or an n-gram lookup that found nothing (engine/vllm/to_trace.py)
+        return (f"k = 0 this step, not {config.k}: the server's first step reads the prompt and gives the first "
+                "token alone (drafting starts at the next step)." if step.index == 0 else
+                f"k = 0 this step, not {config.k}: the server verified no drafts in this step (a request it "
+                "preempted is recomputed first, and a lookup that matches nothing proposes nothing).")
     if config.drafter == NGRAM_DRAFTER:
         return (f"k = {step.k} this step, not {config.k}: prompt lookup proposes only what followed the latest "
                 "earlier match of the text's last words (nothing when there is no match).")
