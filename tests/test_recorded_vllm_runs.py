@@ -65,4 +65,4 @@ def test_the_servers_first_step_says_it_is_the_prompts_prefill(asset):
     assert note.startswith(f"k = 0 this step, not {trace.config.k}: the server's first step reads the prompt")
     assert "context window" not in note
     assert all("context window" not in budget_note(trace, step) for step in trace.steps)
-    assert "coloured as a bonus: the target&#x27;s own token" in step_detail_html(trace, 0)
+    assert "coloured like a bonus: the target&#x27;s own token, with nothing drafted" in step_detail_html(trace, 0)

@@ -12,7 +12,7 @@ import html
 import pytest
 
 from specviz.figures.tree import CATEGORIES, CELL_HEIGHT, CELL_WIDTH, step_tree_figure
-from specviz.figures.tree_gather import CELL
+from specviz.figures.tree_gather import CELL, gather_tick_size
 from specviz.figures.tree_geometry import LINE_EM, MONO_EM, plot_px
 from specviz.style import CHAR_EM, TOKEN_CHARS, FigureStyle
 from specviz.tokens import visible
@@ -147,3 +147,17 @@ def test_a_planted_overlap_is_caught(monkeypatch):
     import specviz.figures.tree_gather as gather
     monkeypatch.setattr(gather, "whole_or_none", lambda label, width, size: label)      # the block's '0–49' uncut
     assert any("gather cell text" in p for p in problems(step_tree_figure(step, projector), projector))
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_gathers_cached_rows_read_on_one_line_where_they_fit(size):
+    """'0–51' under the cached block, not '0–' over '51' (a student read it as a number cut in two), wherever the
+    column holds it at the tick's font; broken after the dash only where it cannot (the sizes browser test measures
+    that no tick runs into another)."""
+    large, width = SIZES[size]
+    style = FigureStyle.for_screen(large=large, width=width)
+    step = make_tree_step(1, 50, *DEEP)
+    ticks = list(step_tree_figure(step, style).layout.xaxis2.ticktext)
+    whole = ticks[0].replace("<br>", "")
+    fits = len(whole) * CHAR_EM * gather_tick_size(style) <= plot_px(style) / len(ticks) - 2
+    assert whole == f"0–{step.kv_target.before - 1}" and ("<br>" not in ticks[0]) == fits

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
-from specviz.figures.tree_gather import AFTER_FORWARD, AFTER_GATHER, gather_panel
+from specviz.figures.tree_gather import AFTER_FORWARD, AFTER_GATHER, gather_panel, gather_tick_size
 from specviz.figures.tree_geometry import TreeGeometry, fitted, gather_row_px, id_tag_size, tree_geometry
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
@@ -125,7 +125,7 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     tree_share, gather_share = tree_px / plot_px, gather_px / plot_px
     depth_title = ("depth: tokens after the committed text" if grid.fits("context", style.font_size)
                    else "depth (0: the committed text)")          # a phone: short enough for its width
-    gather_tick = max(9, style.font_size - 3)
+    gather_tick = gather_tick_size(style)
     depth_axis, gather_axis, axis_notes = _axis_titles(depth_title, gather_tick, style)
     return make_figure(
         traces, f"{TITLE}, step {step.index}", caption, style,

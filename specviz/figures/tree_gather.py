@@ -19,7 +19,7 @@ from typing import Any
 from engine.records import StepRecord
 from specviz.figures.tree_geometry import plot_px, whole_or_none
 from specviz.figures.tree_text import gather_moves, pending_rows
-from specviz.style import COLORS, FigureStyle, pattern
+from specviz.style import CHAR_EM, COLORS, FigureStyle, pattern
 
 AFTER_FORWARD, AFTER_GATHER = 2, 0              # the two rows' y: a row apart, so the arrows fan out
 CELL = 0.84                                     # a slot's width taken by its cell
@@ -86,14 +86,25 @@ def gather_panel(step: StepRecord, style: FigureStyle) -> tuple[list[dict[str, A
         arrows.append({"x": len(top) - 1, "y": AFTER_GATHER, "xref": "x2", "yref": "y2", "showarrow": False,
                        "xanchor": "right", "text": f"no node kept: all {len(tree.nodes)} rows cropped",
                        "font": {"size": style.font_size, "color": "#555555"}})
+    column_px = plot_px(style) / len(top)
     ticks = {"tickvals": [slot.x for slot in top],
-             "ticktext": [_rows(slot) for slot in top],
+             "ticktext": [_rows(slot, column_px, gather_tick_size(style)) for slot in top],
              "range": [-0.6, len(top) - 0.4]}
     return [trace for trace in traces if trace is not None], arrows, ticks
 
 
-def _rows(slot: Slot) -> str:
-    return str(slot.first_row) if slot.first_row == slot.last_row else f"{slot.first_row}–<br>{slot.last_row}"
+def gather_tick_size(style: FigureStyle) -> int:
+    """The gather's row numbers' font size (tree.py's axis uses it too)."""
+    return max(9, style.font_size - 3)
+
+
+def _rows(slot: Slot, column_px: float, size: int) -> str:
+    """A cell's row number, or its block's first–last rows: on one line where it fits its column, else broken
+    after the dash (a student read '0–' / '51' as a number cut in two where one line had room)."""
+    if slot.first_row == slot.last_row:
+        return str(slot.first_row)
+    whole = f"{slot.first_row}–{slot.last_row}"
+    return whole if len(whole) * CHAR_EM * size <= column_px - 2 else f"{slot.first_row}–<br>{slot.last_row}"
 
 
 def _cells(kind: str, slots: list[Slot], y: int, style: FigureStyle, cell_px: float) -> dict[str, Any] | None:

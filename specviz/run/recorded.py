@@ -40,11 +40,11 @@ def status_for(name: str, trace: Trace | None) -> str:
     if config.is_external:
         audit = audit_summary(trace)
         fixed = " with SpecViz's CPU sampler fix" if FIX_NAME in config.engine else ""
-        return (f"Showing the recorded trace **{name}**: a run of a {engine_name(config)} server{fixed} ({rule}, "
+        return (f"Showing the recorded trace `{name}`: a run of a {engine_name(config)} server{fixed} ({rule}, "
                 f"{len(trace.steps)} steps), drawn from what the server reported; shown without a server. Scrub "
                 "through it, or press **Run** to record the same request with SpecViz's own engine."
                 + (f" {audit}" if audit else ""))
-    return (f"Showing the recorded trace **{name}** ({config.target or 'target'}, {rule}, "
+    return (f"Showing the recorded trace `{name}` ({config.target or 'target'}, {rule}, "
             f"{len(trace.steps)} steps): a recording, shown without running a model. Scrub through it, or press "
             "**Run**.")
 

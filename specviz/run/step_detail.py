@@ -165,7 +165,8 @@ def _table(step: StepRecord, config: SpecConfig) -> str:
         pick = "the target's argmax here" if greedy else "drawn from p here"
         if step.k == 0:
             place, mark, why = ("(no drafts this step)", "target step",
-                                f"no drafts this step: {pick} (coloured as a bonus: the target's own token)")
+                                f"no drafts this step: {pick} (coloured like a bonus: the target's own token, "
+                                "with nothing drafted)")
         elif ended:
             place, mark, why = ("(no draft: bonus position)", "",
                                 f"all drafts accepted, but the output ended at the EOS d{step.num_kept}: not emitted")

@@ -5,8 +5,8 @@ chapter's element (a CSS rule on its selector, which outlives the redraws that r
 `data-outline` names it) and scrolls it, or the part of it the chapter's question reads (`focus`), into the part
 of the screen the sheet leaves free; the large-text switch
 sets the chapter again once the page is redrawn. A newer chapter cancels an older one's waits. The root gets
-`data-ready="<chapter>"` (what the browser tests wait for) only when the view holds and the element has stayed put
-for two looks; a view it could not set is said in the sheet's status line and in `data-error`."""
+`data-ready="<chapter>"` (what the browser tests wait for) only when the view holds and the element (or the part its
+question reads) has stayed put for two looks; a view it could not set is said in the sheet's status line and in `data-error`."""
 
 from __future__ import annotations
 
@@ -152,12 +152,16 @@ async function show(n) {
       await sleep(250);
       if (mine !== ticket) return;
       if (!holds(view)) { last = null; still = 0; await setView(view); continue; }
+      // the part the question reads, where it names one: its rows can grow under a still element (large text's
+      // stacked table redrawn after the scroll put the row off-screen on a busy machine)
       const target = document.querySelector(view.outline);
-      const top = target.getBoundingClientRect().top;
-      if (last !== null && Math.abs(top - last) < 1) { still++; continue; }
+      const watched = () => { const r = ((view.focus && document.querySelector(view.focus)) || target)
+        .getBoundingClientRect(); return [r.top, r.bottom]; };
+      const [top, bottom] = watched();
+      if (last !== null && Math.abs(top - last[0]) < 1 && Math.abs(bottom - last[1]) < 1) { still++; continue; }
       still = 0;
       bring(target, view);
-      last = target.getBoundingClientRect().top;
+      last = watched();
     }
     if (mine !== ticket) return;
     status.textContent = view.shows && !text(view.shows[0]).includes(view.shows[1])
