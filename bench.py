@@ -140,7 +140,8 @@ def _load(args: argparse.Namespace, preset: str) -> dict:
     from engine.load.sweep import Served
     target, draft = local_folders(preset)
     out = Path(args.out)
-    served = Served(target, draft, "draft_model" if draft else "ngram", args.k, args.load_dtype)
+    served = Served(target, draft, "draft_model" if draft else "ngram", args.k, args.load_dtype,
+                    fix_cpu_sampler=args.vllm_fix_cpu_sampler)
     config = SpecConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
     return run_load(served, args.load_levels, config, out.with_name(out.stem + ".load.json"), machine_record(),
                     provenance(args.argv), lambda line: print(f"  load: {line}", file=sys.stderr))

@@ -14,6 +14,7 @@ import pytest
 from engine.formats.load_format import LOAD_SCHEMA
 from engine.formats.load_reader import parse_load, read_load
 from engine.formats.trace import Trace
+from engine.vllm.server_info import FIX_NAME
 from specviz.assets import ASSETS_DIR
 from specviz.explore.load_view import LoadHandlers, about, recorded_load, render_load, request_choices
 from specviz.figures.load import (LoadRun, acceptance_figure, acceptance_sentence, crossover_sentence,
@@ -292,3 +293,22 @@ def test_a_server_that_served_other_requests_meanwhile_is_named_with_its_levels(
     assert "**The server with speculation served other requests too** at N = 4, 16" in about(busy, "a run")
     saved = read_load(ASSETS_DIR.parent / "benchmarks" / "data" / "load-qwen-coder-2026-11-29.json")
     assert other_traffic(saved["servers"][0]["levels"]) == []
+
+
+def test_the_page_says_whether_the_server_sampled_with_the_cpu_sampler_fix():
+    """At T > 0 vLLM 0.32's CPU speculation as shipped does not sample the target's law (vLLM #55005): a run that
+    names its engine says so, or that the fix ran; a greedy run as shipped, or a record without the engine (saved
+    before it was kept), says nothing of it."""
+    def with_engine(temperature: float, engine: str | None) -> dict:
+        run = document(SPEC, PLAIN, temperature=temperature)
+        if engine is not None:
+            for server in run["servers"]:
+                server["engine"] = engine
+        return run
+
+    shipped = "does not sample the target's distribution (vLLM issue #55005)"
+    assert shipped in about(with_engine(0.7, "vllm 0.32.0"), "a run")
+    assert "(vLLM 0.32.0, with SpecViz's CPU sampler fix)" in about(with_engine(0.7, f"vllm 0.32.0 + {FIX_NAME}"),
+                                                                     "a run")
+    for quiet in (with_engine(0.0, "vllm 0.32.0"), with_engine(0.7, None)):
+        assert shipped not in about(quiet, "a run") and "sampler fix" not in about(quiet, "a run")

@@ -19,7 +19,7 @@ from engine.formats.load_format import LoadFormatError, unfinished_document
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = sorted((ROOT / "benchmarks" / "data").glob("load-tiny-*.json"))[-1]
 FREE = {"machine", "trace"}                       # machine_record()'s own shape; a trace has its own reader
-OPTIONAL = {"first_chunk_tokens", "address", "k", "threads", "forward_probe"}   # added to the agreed schema (a
+OPTIONAL = {"first_chunk_tokens", "address", "k", "threads", "forward_probe", "engine"}   # added to the agreed schema (a
 # server's k: null without speculation; threads: a server the command started; the probe: the baseline's)
 PROBE = {"sizes": [1, 2, 4], "seconds": [[0.1, 0.12, 0.11], [0.1, 0.1, 0.1], [0.2, 0.21, 0.19]]}
 
@@ -32,6 +32,7 @@ def document() -> dict[str, Any]:
     for server in data["servers"]:
         server["levels"] = server["levels"][:1]
         server["threads"] = 2
+        server["engine"] = f"vllm {server['version']}"
     data["servers"][1]["forward_probe"] = copy.deepcopy(PROBE)
     return parse_load(data)
 

@@ -117,6 +117,7 @@ def test_the_cli_writes_a_document_the_reader_accepts(tiny_vllm, tiny_plain_vllm
                  "--max-tokens", "4", "--out", str(out)]) == 0
     document = read_load(out)
     assert [server["speculative"] for server in document["servers"]] == [True, False]
+    assert [server["engine"] for server in document["servers"]] == ["vllm 0.32.0"] * 2    # no fix on these servers
     assert document["settings"]["levels"] == [1, 2] and document["pair"]["k"] == 3
     printed = capsys.readouterr().out
     assert "aggregate speedup N=1:" in printed and f"wrote {out}" in printed
@@ -225,3 +226,25 @@ def test_a_baseline_that_cannot_be_measured_keeps_the_first_servers_levels_for_r
     assert main(["load", "--resume", str(finished)]) == 2
     assert "this run is already finished" in capsys.readouterr().err
 
+
+
+def test_started_servers_take_the_cpu_sampler_fix_when_asked_and_t_above_zero_says_why(tmp_path, capsys,
+                                                                                      monkeypatch):
+    """--fix-cpu-sampler reaches the server's spec (its start isolated here: it raises at once, nothing is measured);
+    without it a T > 0 run first says that vLLM 0.32's speculation does not sample the target's law there."""
+    import engine.vllm.server as server
+    specs = []
+
+    def refuse(spec, log, **kwargs):
+        specs.append(spec)
+        raise VllmError("The vLLM server exited with 1 before answering: (isolated).")
+
+    monkeypatch.setattr(server, "start_server", refuse)
+    out = tmp_path / "load.json"
+    common = ["load", "--target", str(tmp_path), "--draft", str(tmp_path), "--levels", "1", "--out", str(out)]
+    assert main([*common, "--temperature", "0.7", "--fix-cpu-sampler"]) == 2
+    assert specs[-1].fix_cpu_sampler and "vLLM #55005" not in capsys.readouterr().err
+    assert main([*common, "--temperature", "0.7"]) == 2
+    assert not specs[-1].fix_cpu_sampler and "does not sample the target's distribution (vLLM #55005)" in \
+        capsys.readouterr().err
+    assert main(common) == 2 and "vLLM #55005" not in capsys.readouterr().err and not out.exists()

@@ -22,6 +22,7 @@ from engine.load.batch_model import disagreements, document_model, why_sentence
 from engine.load.runner import DEFAULT_LEVELS, level_line, probe_line, stop_line
 from engine.load.stats import aggregate_ratios, measured_crossover, other_traffic
 from engine.load.sweep import DEFAULT_PROMPTS, BaselineMissing, Served, measure_servers, stopped, sweep_document
+from engine.vllm.server_info import FIX_NAME
 from engine.vllm.transport import VllmError
 
 
@@ -35,6 +36,9 @@ def add_load_parser(commands: Any, handler: Callable[[argparse.Namespace], int])
     load.add_argument("--k", type=int, default=3, help="draft tokens per step of a started server")
     load.add_argument("--dtype", default="float32", help="dtype of a started server")
     load.add_argument("--eager", action="store_true", help="started servers run eagerly (no torch.compile)")
+    load.add_argument("--fix-cpu-sampler", action="store_true",
+                      help="started servers run SpecViz's fix of vLLM 0.32's CPU sampler (vLLM #55005: as shipped, its "
+                           "speculation at T > 0 does not sample the target's distribution)")
     load.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="comma-separated concurrencies")
     load.add_argument("--max-tokens", type=int, default=32, help="new tokens per request")
     load.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
@@ -97,7 +101,13 @@ def command_load(args: argparse.Namespace) -> int:
     if args.target is not None and args.method == "draft_model" and not args.draft:
         raise UsageError("--method draft_model needs --draft FOLDER")
     config = SpecConfig(temperature=args.temperature, max_new_tokens=args.max_tokens)
-    served = Served(args.target, args.draft, args.method, args.k, args.dtype, args.eager) if args.target else None
+    served = (Served(args.target, args.draft, args.method, args.k, args.dtype, args.eager, args.fix_cpu_sampler)
+              if args.target else None)
+    if args.temperature > 0 and not args.fix_cpu_sampler:
+        print("note: at T > 0 vLLM 0.32's CPU speculation does not sample the target's distribution (vLLM #55005); "
+              "a started server takes SpecViz's fix with --fix-cpu-sampler, a running one with "
+              "`scripts/vllm.sh start --fix-cpu-sampler` (each server's record names the fix when it ran)",
+              file=sys.stderr)
     pair = {"target": args.target, "draft": args.draft, "method": args.method, "dtype": args.dtype}
     return _measure_and_save(args.out, (args.server, args.nospec_server) if urls else None, served, pair, prompts,
                              levels, config, provenance())
@@ -121,8 +131,9 @@ def _resume(args: argparse.Namespace) -> int:
                          "two servers on one machine")
     pair, settings = unfinished["pair"], unfinished["settings"]
     config = SpecConfig(temperature=settings["temperature"], max_new_tokens=settings["max_tokens"])
+    fixed = FIX_NAME in unfinished["servers"][0].get("engine", "")      # the baseline as the first server ran
     served = None if args.nospec_server else Served(pair["target"], pair["draft"], pair["method"], pair["k"],
-                                                    pair["dtype"], args.eager)
+                                                    pair["dtype"], args.eager, fixed or args.fix_cpu_sampler)
     resumed = provenance()
     return _measure_and_save(out, ("", args.nospec_server) if args.nospec_server else None, served, pair,
                              settings["prompts"], settings["levels"], config,

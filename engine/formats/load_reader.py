@@ -243,6 +243,8 @@ def _check_server(server: Any, s: int, speculative: bool, grid: list[int], setti
     _text(_get(server, "model", where), f"{where}.model")
     if "address" in server:
         _text(server["address"], f"{where}.address")
+    if "engine" in server:          # 'vllm 0.32.0', or with SpecViz's CPU sampler fix named (ServerInfo.engine)
+        _text(server["engine"], f"{where}.engine")
     if "threads" in server:
         _integer(server["threads"], f"{where}.threads", 1)
     if server.get("k") is not None or (speculative and "k" in server):

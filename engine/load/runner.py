@@ -88,7 +88,8 @@ def run_server(address: str, prompts: Sequence[str], levels: Sequence[int], conf
     if not prompts:
         raise VllmError("The load run needs at least one prompt.")
     info = server_info(address, method)
-    record: dict[str, Any] = {"speculative": info.speculative, "version": info.version, "model": info.model,
+    record: dict[str, Any] = {"speculative": info.speculative, "version": info.version, "engine": info.engine,
+                              "model": info.model,
                               "address": str(info.address), "k": info.k, "levels": []}
     with Session(info.address, DEFAULT_READ_TIMEOUT_S) as session:     # one request first: it warms the caches
         send(info, prepare(info, session, 0, prompts[0], config))

@@ -33,13 +33,15 @@ class Served:
     k: int = 3
     dtype: str = "float32"
     eager: bool = False
+    fix_cpu_sampler: bool = False   # both servers run SpecViz's fix of vLLM 0.32's CPU sampler (vLLM #55005)
 
 
 def _started(served: Served, method: str, measure: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """Serve the pair by `method` ("none": target only), measure it, stop it; the record names its threads."""
     from engine.vllm.server import ServerSpec, start_server
     spec = ServerSpec(target=served.target, draft=served.draft if method == "draft_model" else None, method=method,
-                      k=served.k, dtype=served.dtype, extra_args=EAGER if served.eager else ())
+                      k=served.k, dtype=served.dtype, extra_args=EAGER if served.eager else (),
+                      fix_cpu_sampler=served.fix_cpu_sampler)
     with tempfile.TemporaryDirectory() as folder:
         server = start_server(spec, Path(folder) / "server.log")
         try:

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
+from engine.vllm.server_info import FIX_NAME
 from engine.formats.trace import Trace
 from engine.load.class_point import ClassLog, ClassPoint
 from engine.load.stats import other_traffic
@@ -81,6 +82,19 @@ def _model_name(folder: str) -> str:
     return re.sub(r"^[0-9a-f]{16}-", "", name)
 
 
+def fix_words(document: dict[str, Any]) -> str:
+    """Whether the speculative server ran SpecViz's CPU sampler fix, and what that means at T > 0 (vLLM 0.32's CPU
+    speculation samples wrongly there as shipped: vLLM issue #55005); '' for a greedy run as shipped or an older
+    record that does not say."""
+    engine = document["servers"][0].get("engine", "")
+    if FIX_NAME in engine:
+        return ", with SpecViz's CPU sampler fix"
+    if engine and document["settings"]["temperature"] > 0 and document["servers"][0]["version"].startswith("0.32"):
+        return (", as shipped: its speculation at T > 0 does not sample the target's distribution (vLLM issue "
+                "#55005), so the speculative numbers are not those of a working sampler")
+    return ""
+
+
 def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = None) -> str:
     """Where the run comes from, the pair, the machine it ran on, and what the batch cost model says of it (`run`:
     the document as the charts read it, when the caller has it)."""
@@ -104,7 +118,8 @@ def about(document: dict[str, Any] | None, source: str, run: LoadRun | None = No
                  if re.search(r"-q\d", _model_name(pair["target"])) else "")
     return (f"Showing {source}: target `{_model_name(pair['target'])}`, {drafter}, k = {pair['k']}, served in "
             f"{pair['dtype']}{quantized}, T = {settings['temperature']:g}, {settings['max_tokens']} tokens a request, "
-            f"on {machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}).{shared}"
+            f"on {machine.get('cpu_model', 'an unnamed machine')} (vLLM {document['servers'][0]['version']}"
+            f"{fix_words(document)}).{shared}"
             f"\n\n{model_sentences(run or LoadRun.of(document))}")
 
 
