@@ -162,7 +162,7 @@ def _measure_and_save(out: Path, urls: tuple[str, str] | None, served: Served | 
         _save(unfinished_document(document_of([missing.measured]), str(missing)), out)
         kept = len(missing.measured["levels"])
         print(f"error: the server without speculation could not be measured: {missing} The server with "
-              f"speculation's {kept} level{'s' if kept > 1 else ''} are saved in {out}, unfinished: finish the run "
+              f"speculation's {kept} level{'s are' if kept > 1 else ' is'} saved in {out}, unfinished: finish the run "
               f"with `python -m engine load --resume {out}` (add --nospec-server URL for a running server)",
               file=sys.stderr)
         return 1
