@@ -13,7 +13,7 @@ from __future__ import annotations
 from engine.config import NGRAM_DRAFTER, SpecConfig
 from engine.formats.trace import Trace, emitted_places
 from engine.records import DraftToken, TargetToken
-from engine.vllm.server_info import FIX_NAME
+from engine.vllm.server_info import FIX_NAME, samples_wrongly
 from specviz.tokens import visible
 
 UNKNOWN_MARK = "⬚"             # a drafted token the engine did not return: an empty dotted box, never a
@@ -156,8 +156,7 @@ def audit_summary(trace: Trace) -> str:
         words += (f" Had each of these {tokens} tokens been drawn from the target itself, {audit.expected_marked:.2g} "
                   "would be marked on average (where the target spreads its probability thinly, a fair draw can fall "
                   "under the threshold too).")
-    if kinds.get("recovered") and audit.temperature > 0 and trace.config.engine.startswith("vllm 0.32") \
-            and FIX_NAME not in trace.config.engine:
+    if kinds.get("recovered") and samples_wrongly(trace.config.engine, audit.temperature):
         words += (" A recovered token is drawn from norm(max(0, p − q)) of the server's own target, so one this target "
                   "gives almost nothing did not come from that law: vLLM 0.32's CPU sampler draws it wrongly (vLLM "
                   "issue #55005). The recorded run marked \"CPU sampler fixed\" is the same request on a server with "

@@ -32,6 +32,12 @@ PINNED_NEW = 50
 REPEAT = (33,) * 8                          # one token repeated: any lookup of 1 to 7 tokens matches
 FIX_GAUGE = "specviz_vllm_cpu_sampler_fix"  # plugins/vllm_cpu_sampler_fix's /metrics gauge (1 when it ran)
 FIX_NAME = "SpecViz CPU sampler fix (vLLM #55005)"
+
+
+def samples_wrongly(engine: str, temperature: float) -> bool:
+    """True for a run of vLLM 0.32's CPU speculation at T > 0 without SpecViz's fix (`engine` as ServerInfo.engine
+    writes it): as shipped it does not sample the target's law there (vLLM issue #55005)."""
+    return temperature > 0 and engine.startswith("vllm 0.32") and FIX_NAME not in engine
 DETAILED_FLAG = "--per-request-spec-decode-metrics detailed"
 
 

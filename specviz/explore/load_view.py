@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
-from engine.vllm.server_info import FIX_NAME
+from engine.vllm.server_info import FIX_NAME, samples_wrongly
 from engine.formats.trace import Trace
 from engine.load.class_point import ClassLog, ClassPoint
 from engine.load.stats import other_traffic
@@ -89,7 +89,7 @@ def fix_words(document: dict[str, Any]) -> str:
     engine = document["servers"][0].get("engine", "")
     if FIX_NAME in engine:
         return ", with SpecViz's CPU sampler fix"
-    if engine and document["settings"]["temperature"] > 0 and document["servers"][0]["version"].startswith("0.32"):
+    if samples_wrongly(engine, document["settings"]["temperature"]):
         return (", as shipped: its speculation at T > 0 does not sample the target's distribution (vLLM issue "
                 "#55005), so the speculative numbers are not those of a working sampler")
     return ""
