@@ -74,8 +74,11 @@ PROBLEMS_JS = """() => {
         if (seen < least - 1 || (!focus && t.top < -1))
             problems.push(`the outlined ${name(target)} is off-screen: ${Math.round(t.top)}-${Math.round(t.bottom)} px ` +
                           `with the screen free above ${Math.round(free)} px`);
+        const end = part && document.querySelector('.sv-tour').dataset.focusEnd;   // where the part it reads ends
         if (part) {
-            const f = box(part);
+            const first = box(part), last = end ? box(document.querySelector(end)) : first;
+            const f = {top: Math.min(first.top, last.top), bottom: Math.max(first.bottom, last.bottom)};
+            f.height = f.bottom - f.top;
             if (f.top < -1 || (f.bottom > free + 1 && f.height < free))
                 problems.push(`the part ${focus} the question reads is off-screen: ${Math.round(f.top)}-` +
                               `${Math.round(f.bottom)} px with the screen free above ${Math.round(free)} px`);

@@ -8,6 +8,12 @@ draft tree's axis titles sit on the part of its scrolling figure the screen show
   on the whole figure, so "depth: tokens after the committed text" and "target KV cache row" sat half past the
   screen's edge. Each title must be drawn whole inside the box's visible part. The plant gives the figure back
   Plotly's centred titles (a relayout in the page) and the check names both.
+- The span a sampled chapter reads (chapter 4: d2's test down to d3's verdict) lands whole above the sheet; the plant
+  gives the chapter back its old focus (d2's row alone), which left d3's draw and verdict under the sheet.
+- The chapter list reads "Chapter 4 of 9 ▾" whole (the native list cut "4. A sampled step: min(1, p/q) a") and still
+  moves the tour; "Hide text" folds the sheet to its row of buttons, "Show text" and the next chapter unfold it.
+- The tree's title, caption and legend stay in the box's visible part when the box is swiped to its far end
+  (specviz/pinned_captions.py); the plant cancels the pin with a CSS rule, and the check names what left the screen.
 Every wait is for the exact state (the chapter shown, the tree drawn and fitted), never for time.
 """
 
@@ -84,6 +90,71 @@ def test_the_phone_sheet_leaves_the_evidence_room(browser, app):  # noqa: F811
     page.close()
 
 
+# The span the chapter reads (its focus down to its focus_end) against the screen the sheet leaves.
+SPAN_JS = """() => {
+    const root = document.querySelector('.sv-tour'), free = document.querySelector('.sv-tour-sheet')
+        .getBoundingClientRect().top;
+    const top = document.querySelector(root.dataset.focus).getBoundingClientRect().top;
+    const end = root.dataset.focusEnd ? document.querySelector(root.dataset.focusEnd) : null;
+    const verdict = document.querySelector('#sv-detail tr.sv-rejected td.sv-verdict').getBoundingClientRect();
+    const bottom = Math.max(end ? end.getBoundingClientRect().bottom : top, verdict.bottom);
+    return top < -1 || bottom > free + 1 ? [`the span the chapter reads runs ${Math.round(top)}-${Math.round(bottom)} ` +
+        `px with the screen free above ${Math.round(free)} px`] : [];
+}"""
+# The plant: chapter 4 with the focus it had before (the row of the draft before the rejection, no end).
+OLD_FOCUS_JS = """() => {
+    const chapter = document.querySelector(".sv-tour-chapter[data-n='4']"), view = JSON.parse(chapter.dataset.view);
+    view.focus = '#sv-detail .sv-table-wrap tr:has(+ tr.sv-rejected)';
+    delete view.focus_end;
+    chapter.dataset.view = JSON.stringify(view);
+}"""
+LABEL_CUT_JS = """() => { const label = document.querySelector('.sv-tour-pick-label');
+    return label.scrollWidth > label.clientWidth + 1 ? `"${label.innerText}" is cut: ${label.scrollWidth} px of text ` +
+        `in ${label.clientWidth} px` : ''; }"""
+
+
+def test_a_sampled_chapter_lands_with_both_drafts_it_reads_above_the_sheet(browser, app):  # noqa: F811
+    page = phone(browser, app + "?tour=4")
+    page.wait_for_selector(".sv-tour[data-ready='4']", state="attached")
+    assert page.evaluate(SPAN_JS) == []
+    page.screenshot(path=str(ARTIFACTS / "phone-tour-4.png"))
+    page.evaluate(OLD_FOCUS_JS)                                                 # the plant
+    page.select_option(".sv-tour-list", "3")
+    page.wait_for_selector(".sv-tour[data-ready='3']", state="attached")
+    page.select_option(".sv-tour-list", "4")
+    page.wait_for_selector(".sv-tour[data-ready='4']", state="attached")
+    problems = page.evaluate(SPAN_JS)
+    assert len(problems) == 1 and "the span the chapter reads" in problems[0], problems
+    page.close()
+
+
+def test_the_chapter_list_reads_whole_and_the_sheet_folds(browser, app):  # noqa: F811
+    page = phone(browser, app + "?tour=4")
+    page.wait_for_selector(".sv-tour[data-ready='4']", state="attached")
+    assert page.inner_text(".sv-tour-pick-label") == "Chapter 4 of 9 ▾"
+    assert page.evaluate(LABEL_CUT_JS) == ""
+    page.select_option(".sv-tour-list", "5")                                    # the list under the label still works
+    page.wait_for_selector(".sv-tour[data-ready='5']", state="attached")
+    assert page.inner_text(".sv-tour-pick-label") == "Chapter 5 of 9 ▾"
+    nav = page.evaluate("document.querySelector('.sv-tour-nav').getBoundingClientRect().height")
+    page.click(".sv-tour-fold")
+    page.wait_for_function("(nav) => document.querySelector('.sv-tour-sheet').getBoundingClientRect().height < nav + 24",
+                           arg=nav)
+    assert page.get_attribute(".sv-tour-fold", "aria-expanded") == "false"
+    assert not page.is_visible(".sv-tour-chapter[data-n='5'] .sv-tour-text")
+    page.wait_for_function("() => document.body.style.paddingBottom === "
+                           "document.querySelector('.sv-tour-sheet').offsetHeight + 'px'")  # the page's end clears it
+    page.click(".sv-tour-fold")
+    page.wait_for_selector(".sv-tour-chapter[data-n='5'] .sv-tour-text", state="visible")
+    page.click(".sv-tour-fold")
+    page.click(".sv-tour-next")                                                 # a new chapter is read unfolded
+    page.wait_for_selector(".sv-tour[data-ready='6']", state="attached")
+    assert page.is_visible(".sv-tour-chapter[data-n='6'] .sv-tour-text")
+    page.add_style_tag(content=".sv-tour .sv-tour-pick-label { width: 60px; overflow: hidden; }")   # the plant: cut
+    assert "is cut" in page.evaluate(LABEL_CUT_JS)
+    page.close()
+
+
 def tree_titles(browser, url: str, shot: str | None = None) -> list[str]:
     """The Lab's tree stage on a phone: what its axis titles get wrong."""
     page = phone(browser, url)
@@ -106,3 +177,33 @@ def test_the_phone_tree_titles_sit_on_screen(browser, app, monkeypatch):  # noqa
                         lambda depth, tick, style: (depth, specviz.figures.tree.GATHER_AXIS, []))
     problems = tree_titles(browser, app)
     assert len(problems) == 2 and all("runs past" in problem for problem in problems), problems
+
+
+# The tree's title, caption and legend texts drawn outside the visible part of its sideways-scrolled box.
+PINNED_JS = """() => {
+    const box = document.querySelector('#sv-lab-tree'), seen = box.getBoundingClientRect();
+    return [...box.querySelectorAll('.g-gtitle text, .legendtext')].filter(t => t.textContent.trim())
+        .map(t => [t.textContent.slice(0, 30), t.getBoundingClientRect()])
+        .filter(([, r]) => r.left < seen.left - 1 || r.right > seen.right + 1)
+        .map(([words, r]) => `"${words}" is drawn at ${Math.round(r.left)}-${Math.round(r.right)} px, the box shows ` +
+                             `${Math.round(seen.left)}-${Math.round(seen.right)} px`);
+}"""
+SWIPED_JS = """() => { const box = document.querySelector('#sv-lab-tree'); box.scrollLeft = box.scrollWidth;
+    const title = box.querySelector('.g-gtitle'); return box.scrollLeft > 0 && title.style.transform !== ''; }"""
+
+
+def test_a_swiped_tree_keeps_its_caption_and_legend_in_view(browser, app):  # noqa: F811
+    page = phone(browser, app)
+    page.get_by_role("tab", name="Lab", exact=True).click()
+    page.locator("label", has_text=LAB_TREE_STAGE).click()
+    page.wait_for_function(TREE_DRAWN_JS)
+    page.locator("#sv-lab-tree").scroll_into_view_if_needed()
+    assert page.evaluate(PINNED_JS) == []                                       # unswiped: all of it on screen
+    page.wait_for_function(SWIPED_JS)                                           # swiped to the far end, pinned
+    assert page.evaluate(PINNED_JS) == []
+    page.locator("#sv-lab-tree").screenshot(path=str(ARTIFACTS / "phone-tree-swiped.png"))
+    page.add_style_tag(content="#sv-lab-tree .g-gtitle, #sv-lab-tree .legend { transform: none !important; }")
+    problems = page.evaluate(PINNED_JS)                                         # the plant: no pin
+    assert any("Draft tree" in problem for problem in problems), problems
+    assert any("accepted path" in problem for problem in problems), problems
+    page.close()

@@ -16,7 +16,8 @@ from specviz.tokens import visible
 class View:
     """What a chapter puts on screen: a tab, and on it a recorded run, a step, a Lab stage; `outline` is the CSS
     selector of the one element to look at; `focus`, inside it, the part the question reads when the element is
-    taller than the screen."""
+    taller than the screen, and `focus_end` where that part ends when the chapter's words read a span of it (the
+    tour brings the span, from the top of `focus` to the bottom of `focus_end`, into view where it fits)."""
 
     tab: str                           # run | race | explore | lab (the tab's id in specviz/layout.py)
     outline: str
@@ -25,6 +26,7 @@ class View:
     lab_stage: str | None = None       # the Lab tab's stage key
     lab_step: int | None = None        # the Lab tab's step
     focus: str | None = None           # a part of the outlined element to scroll into view (its top otherwise)
+    focus_end: str | None = None       # the last part the chapter reads, below `focus` (a span of two table rows)
     shows: tuple[str, str] | None = None   # (selector, words) on screen while the tab shows the recording read:
                                            # after a run of one's own the tour says the numbers are the recording's
 

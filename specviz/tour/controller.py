@@ -1,5 +1,5 @@
 """The tour in the browser (the tour view's `js_on_load`): Back / Next, the chapter list, the arrow keys and a
-link (`?tour=4` or `#tour=4` opens the page at chapter 4). Showing a chapter sets its view the way a student
+link (`?tour=4` or `#tour=4` opens the page at chapter 4), and "Hide text", which folds the sheet to its buttons. Showing a chapter sets its view the way a student
 would (the tab, the recorded run, the step slider, the Lab's stage), waits for the page to draw it (a step only when the scrubber's box holds it too), outlines the
 chapter's element (a CSS rule on its selector, which outlives the redraws that replace the element; the root's
 `data-outline` names it) and scrolls it, or the part of it the chapter's question reads (`focus`), into the part
@@ -20,6 +20,16 @@ const chapters = Array.from(root.querySelectorAll('.sv-tour-chapter'));
 const list = root.querySelector('.sv-tour-list');
 const link = root.querySelector('.sv-tour-link');
 const status = root.querySelector('.sv-tour-status');
+const pickLabel = root.querySelector('.sv-tour-pick-label');
+const fold = root.querySelector('.sv-tour-fold');
+function folded(on) {     // the sheet folded to its buttons, or open with the chapter's words
+  root.dataset.folded = on ? '1' : '0';
+  fold.setAttribute('aria-expanded', on ? 'false' : 'true');
+  fold.setAttribute('aria-label', on ? 'Show the chapter text' : 'Hide the chapter text');
+  fold.title = on ? 'Show the chapter text again' : 'Hide the chapter text, to see the page under it';
+  fold.firstChild.textContent = on ? '▴' : '▾';
+  fold.querySelector('.sv-tour-word').textContent = on ? ' Show text' : ' Hide text';
+}
 const outline = document.createElement('style');
 outline.id = 'sv-tour-outline';
 document.head.appendChild(outline);
@@ -104,9 +114,15 @@ function holds(view) {     // the chapter's view is on screen
 function free() {         // the part of the screen the sheet leaves: [0, bottom)
   return root.dataset.open === '1' ? sheet.getBoundingClientRect().top : innerHeight;
 }
-function bring(target, view) {   // the element, or the part of it the question reads (view.focus), into view
-  const part = view.focus && document.querySelector(view.focus);
-  const box = (part || target).getBoundingClientRect();
+function span(target, view) {   // the element, or the part of it the chapter reads: focus, down to focus_end
+  const part = (view.focus && document.querySelector(view.focus)) || target, box = part.getBoundingClientRect();
+  const end = view.focus_end && document.querySelector(view.focus_end);
+  if (!end) return {top: box.top, bottom: box.bottom, height: box.height};
+  const last = end.getBoundingClientRect(), top = Math.min(box.top, last.top), bottom = Math.max(box.bottom, last.bottom);
+  return {top, bottom, height: bottom - top};
+}
+function bring(target, view) {   // that part into the screen the sheet leaves, centred where it fits
+  const box = span(target, view);
   const room = free();
   const top = box.height < room - 16 ? Math.max(8, (room - box.height) / 2) : 8;
   window.scrollBy(0, box.top - top);
@@ -123,6 +139,8 @@ async function show(n) {
   chapters[n - 1].querySelector('details').open = false;
   sheet.scrollTop = 0;                                      // a chapter reads from its top
   list.value = String(n);
+  pickLabel.textContent = 'Chapter ' + n + ' of ' + chapters.length + ' ▾';
+  folded(false);                                            // a new chapter's words are read first
   link.href = location.pathname + '?tour=' + n;
   root.querySelector('.sv-tour-back').disabled = n === 1;
   root.querySelector('.sv-tour-next').disabled = n === chapters.length;
@@ -138,6 +156,7 @@ async function show(n) {
   outline.textContent = '';
   delete root.dataset.outline;
   delete root.dataset.focus;
+  delete root.dataset.focusEnd;
   try {
     const view = JSON.parse(chapters[n - 1].dataset.view);
     await setView(view);
@@ -145,6 +164,7 @@ async function show(n) {
     outline.textContent = view.outline + ' { OUTLINE_CSS }';
     root.dataset.outline = view.outline;
     if (view.focus) root.dataset.focus = view.focus;
+    if (view.focus_end) root.dataset.focusEnd = view.focus_end;
     // Settle: a response still on its way (a tab's refit, a redraw of the run) can move the element or undo the
     // view; set it again or scroll again until the view holds and the element stays put for two looks.
     let last = null, still = 0;
@@ -155,8 +175,7 @@ async function show(n) {
       // the part the question reads, where it names one: its rows can grow under a still element (large text's
       // stacked table redrawn after the scroll put the row off-screen on a busy machine)
       const target = document.querySelector(view.outline);
-      const watched = () => { const r = ((view.focus && document.querySelector(view.focus)) || target)
-        .getBoundingClientRect(); return [r.top, r.bottom]; };
+      const watched = () => { const r = span(target, view); return [r.top, r.bottom]; };
       const [top, bottom] = watched();
       if (last !== null && Math.abs(top - last[0]) < 1 && Math.abs(bottom - last[1]) < 1) { still++; continue; }
       still = 0;
@@ -179,12 +198,14 @@ function close() {
   outline.textContent = '';
   delete root.dataset.outline;
   delete root.dataset.focus;
+  delete root.dataset.focusEnd;
   pad();
 }
 root.querySelector('.sv-tour-open').addEventListener('click', () => show(current || 1));
 root.querySelector('.sv-tour-back').addEventListener('click', () => show(current - 1));
 root.querySelector('.sv-tour-next').addEventListener('click', () => show(current + 1));
 root.querySelector('.sv-tour-close').addEventListener('click', close);
+fold.addEventListener('click', () => folded(root.dataset.folded !== '1'));
 list.addEventListener('change', () => show(Number(list.value)));
 new ResizeObserver(pad).observe(sheet);
 document.addEventListener('change', async (event) => {    // large text regrows the page: set the chapter again

@@ -13,6 +13,10 @@ from specviz.tour.chapter import Chapter, View, prob, quoted
 TABLE = "#sv-detail .sv-table-wrap"
 REJECTED_ROW = f"{TABLE} tr.sv-rejected"                    # the row a greedy or sampled chapter turns on
 BEFORE_REJECTED = f"{TABLE} tr:has(+ tr.sv-rejected)"       # the draft just before it
+# A sampled chapter reads the draft before the rejection (its test, the question) and the rejected one (its test and
+# verdict, the text): from the first's min(1, p/q) to the second's verdict, one span on screen even where each row
+# is a stack of lines (a phone: the rows' whole stacks did not fit above the tour's sheet, and d3's verdict was under it).
+TEST_BEFORE_REJECTED, REJECTED_VERDICT = f"{BEFORE_REJECTED} td.sv-ratio", f"{REJECTED_ROW} td.sv-verdict"
 
 
 def _first(trace: Trace | None, wanted: Callable[[StepRecord], bool]) -> StepRecord | None:
@@ -104,7 +108,7 @@ def sampled_step(trace: Trace | None, name: str) -> Chapter | None:
     at = _rejected_at(step)
     return Chapter(
         "A sampled step: min(1, p/q) and the draw", View("run", TABLE, recorded=name, step=step.index,
-                                                         focus=BEFORE_REJECTED),
+                                                         focus=TEST_BEFORE_REJECTED, focus_end=REJECTED_VERDICT),
         "At temperature {temperature} a draft is accepted when a uniform draw u falls below min(1, p/q): always "
         "when the target gives the token at least the draft's probability, otherwise with chance p/q. At step "
         "{step}, d{position} {draft} had p = {p} and q = {q}, so min(1, p/q) = {ratio}, and the draw u = {draw} was "

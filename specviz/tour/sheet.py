@@ -4,7 +4,8 @@ so chapter 1's table showed only its first draft above it. These rules load afte
 size a projector's back row still reads (the chart and page text keep their own large sizes). A chapter's text
 longer than the sheet's height scrolls inside the sheet, never over the evidence. A phone's sheet keeps its
 navigation on one row (the buttons' arrows, the chapter list between them: the chapter's title is its heading) and
-takes at most PHONE_SHEET_HEIGHT of the screen."""
+takes at most PHONE_SHEET_HEIGHT of the screen, its chapter list showing "Chapter 4 of 9 ▾" (the native list, kept
+as the control under it, cut the chapter's title). "Hide text" folds the sheet to its one row of buttons."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ SHEET_CSS = f"""
 body.sv-large .sv-tour .sv-tour-sheet {{ font-size: {LARGE_SHEET_FONT_PX}px; max-height: {SHEET_HEIGHT}; }}
 body.sv-large .gradio-container .sv-tour .sv-tour-nav button,
 body.sv-large .gradio-container .sv-tour .sv-tour-nav select {{ font-size: {LARGE_SHEET_FONT_PX}px !important; }}
+.sv-tour[data-folded="1"] .sv-tour-chapter, .sv-tour[data-folded="1"] .sv-tour-status {{ display: none !important; }}
+.sv-tour-pick {{ display: contents; }}
+.sv-tour-pick-label {{ display: none; }}
 @media (max-width: 700px) {{
   .sv-tour .sv-tour-sheet {{ max-height: {PHONE_SHEET_HEIGHT}; line-height: 1.3; padding: 4px 8px 6px; }}
   body.sv-large .sv-tour .sv-tour-sheet {{ max-height: {PHONE_SHEET_HEIGHT}; }}
@@ -30,7 +34,12 @@ body.sv-large .gradio-container .sv-tour .sv-tour-nav select {{ font-size: {LARG
   .sv-tour .sv-tour-nav .sv-tour-word {{ display: none; }}
   .sv-tour .sv-tour-nav button, .sv-tour .sv-tour-nav select, .sv-tour .sv-tour-link {{ flex: 0 0 auto;
     min-height: 32px; min-width: 36px; padding: 1px 6px; }}
-  .sv-tour .sv-tour-nav .sv-tour-list {{ flex: 1 1 0; min-width: 0; }}
+  .sv-tour .sv-tour-nav .sv-tour-pick {{ display: block; position: relative; flex: 1 1 0; min-width: 0; }}
+  .sv-tour .sv-tour-pick-label {{ display: flex; align-items: center; justify-content: center; min-height: 32px;
+    box-sizing: border-box; border: 1px solid #94a3b8; border-radius: 6px; padding: 1px 6px; white-space: nowrap;
+    background: #f8fafc; }}
+  .sv-tour .sv-tour-nav .sv-tour-pick select {{ position: absolute; inset: 0; width: 100%; height: 100%; opacity: 0;
+    min-width: 0; }}
   .sv-tour .sv-tour-chapter h3 {{ margin: 3px 0 0; }}
   /* more of the chapter below: a shadow along the sheet's bottom edge, covered once it is scrolled to its end */
   .sv-tour .sv-tour-sheet {{ background: linear-gradient(rgba(255, 255, 255, 0), #ffffff 70%) 0 100% / 100% 28px

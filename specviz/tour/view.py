@@ -1,7 +1,9 @@
 """The tour's HTML: an open button, and a sheet fixed to the bottom of the screen with "◀ Previous chapter", the
 chapter list, "Next chapter ▶" (named apart from the step scrubbers' "Next ▶"; a phone shows their arrows only,
-beside the chapter list, so the row stays one line), a link to the chapter and the chapter itself (its words, its
-question with the answer on reveal). Every chapter is in the page from the start; the controller (controller.py)
+beside the chapter list, so the row stays one line), a link to the chapter, "Hide text" (the sheet folds to its
+buttons, so the whole page under it shows; the next chapter unfolds it) and the chapter itself (its words, its
+question with the answer on reveal). A phone's chapter list shows "Chapter 4 of 9 ▾" over the list (the native
+list, still the control, cut "4. A sampled step: min(1, p/q) a"; the chapter's title is the sheet's heading there). Every chapter is in the page from the start; the controller (controller.py)
 shows one and sets its view."""
 
 from __future__ import annotations
@@ -34,9 +36,13 @@ def tour_html(chapters: tuple[Chapter, ...]) -> str:
             "<div class='sv-tour-nav'>"
             "<button type='button' class='sv-tour-back' aria-label='Previous chapter' title='Previous chapter'>"
             "◀<span class='sv-tour-word'> Previous chapter</span></button>"
-            f"<select class='sv-tour-list' aria-label='Chapters'>{options}</select>"
+            f"<span class='sv-tour-pick'><span class='sv-tour-pick-label' aria-hidden='true'>Chapter 1 of "
+            f"{len(chapters)} ▾</span><select class='sv-tour-list' aria-label='Chapters'>{options}</select></span>"
             "<button type='button' class='sv-tour-next' aria-label='Next chapter' title='Next chapter'>"
             "<span class='sv-tour-word'>Next chapter </span>▶</button>"
             "<a class='sv-tour-link' href='?tour=1' title='A link that opens the page at this chapter'>link</a>"
+            "<button type='button' class='sv-tour-fold' aria-expanded='true' aria-label='Hide the chapter text' "
+            "title='Hide the chapter text, to see the page under it'>▾<span class='sv-tour-word'> Hide text</span>"
+            "</button>"
             "<button type='button' class='sv-tour-close' aria-label='Close the tour'>✕</button></div>"
             f"{sections}<p class='sv-tour-status' aria-live='polite'></p></div></div>")
