@@ -78,8 +78,9 @@ def test_timeline_escapes_token_text_in_hover():
     assert any("&lt;script&gt;" in h for h in hovers)
     assert not any("<script>" in h for h in hovers)
     texts = [t for trace in fig.data for t in trace.text]
-    assert "&lt;script&gt;" in texts and not any("<" in t for t in texts)   # 8 characters: whole, in a smaller font
-    assert "&lt;img·src=…" in texts                            # cut to style.shrunk_chars(TOKEN_CHARS) (10)
+    assert "&lt;script&gt;" in texts                                       # 8 characters: whole, in a smaller font
+    assert not any("<" in t.replace("<br>", "") for t in texts)            # a cell's own line break only
+    assert "&lt;img·src=x<br>·onerror=…" in texts              # two lines of style.shrunk_chars(TOKEN_CHARS) (10)
 
 
 def test_a_long_token_is_drawn_whole_in_a_font_shrunk_to_its_cell_and_a_longer_one_is_cut():
@@ -87,9 +88,24 @@ def test_a_long_token_is_drawn_whole_in_a_font_shrunk_to_its_cell_and_a_longer_o
     cells = [(text, size) for trace in fig.data for text, size in zip(trace.text, trace.textfont.size or ())]
     sizes = dict(cells)
     assert sizes["&lt;script&gt;"] == round(12 * 7 / 8, 1)          # 8 characters in a cell of 7
-    assert sizes["&lt;img·src=…"] == round(12 * 0.7, 1)            # 10 characters, the floor
+    assert sizes["&lt;img·src=x<br>·onerror=…"] == round(12 * 0.7, 1)     # two lines of 10 characters, the floor
     assert all(size == 12 for text, size in cells if len(text.replace("&lt;", "<").replace("&gt;", ">")
                                                          .replace("&amp;", "&")) <= 7)
+
+
+@pytest.mark.parametrize("token, lines, size", [
+    ("·function", ["·function"], round(12 * 7 / 9, 1)),                   # one line, shrunk
+    ("·palindrome", ["·palin", "drome"], round(12 * 0.8, 1)),             # issue #41: was '·palindro…'
+    ("·considering", ["·consi", "dering"], round(12 * 0.8, 1)),
+    ("·representations", ["·represe", "ntations"], round(12 * 0.8, 1)),
+    ("x" * 25, ["x" * 10, "x" * 9 + "…"], round(12 * 0.7, 1))])          # past two lines' worth: cut, at the floor
+def test_a_token_too_long_for_one_line_is_drawn_whole_on_two(token, lines, size):
+    trace = html_trace()
+    first = trace.steps[0]
+    long_draft = dataclasses.replace(first, draft=(dataclasses.replace(first.draft[0], text=token), *first.draft[1:]))
+    fig = timeline_figure(dataclasses.replace(trace, steps=[long_draft, *trace.steps[1:]]))
+    cells = {text: size for data in fig.data for text, size in zip(data.text, data.textfont.size or ())}
+    assert cells["<br>".join(lines)] == size
 
 
 def test_long_timeline_shows_a_window_around_the_selected_step():

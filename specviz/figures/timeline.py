@@ -11,8 +11,9 @@ did not return as '⬚' (other_engine.UNKNOWN_MARK, in the legend: a token's own
 SpecViz rebuilt as '≈token'; its hovers say what it does not return
 (specviz/other_engine.py) where p and q would be.
 `style.timeline_steps` steps are shown at once, around the selected step; drag (pan)
-or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'), and a
-longer token up to style.shrunk_chars of them in a font shrunk to fit ('·Returns', '·function'; cut beyond): a narrow
+or zoom to see the others. A cell holds style.TOKEN_CHARS characters on every screen ('·Return', not '·Retu…'), a
+longer token up to style.shrunk_chars of them in a font shrunk to fit ('·Returns', '·function'), and a longer one
+on two lines ('·palin' over 'drome'; cut only past two lines' worth): a narrow
 screen shows fewer steps rather than narrower cells (style.FigureStyle.for_screen), and the figure is as tall as its
 wrapped title, subtitle and legend need, so they never squeeze its rows (issue #41).
 """
@@ -40,6 +41,7 @@ SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the t
 TREE_SUBTITLE = ("one column per step: its tree's accepted path d1.., the first candidate rejected after it,<br>"
                  "and the token the target adds itself (top row); under each step number, its tree's node count (n)")
 CELL_HEIGHT = 0.86
+TWO_LINE_SCALE = 0.8          # a two-line cell's font / the cell font, at most: two lines fill 0.86 of a row's height
 AUDIT_COLOR = "#000000"       # the audit's marks: black with a white edge, apart from every kind's fill
 AUDIT_LEGEND = "✕ audit: the target would (almost) never emit this token"
 AUDIT_CORNER = (0.36, 0.28)   # a mark's place from its cell's centre: inside its top right corner (a phone's last
@@ -58,14 +60,32 @@ class _Cells:
 
     def add(self, step: int, row: int, shown: str, chars: int, hover: str) -> None:
         """A cell of the visible text `shown`: whole in a font shrunk to the cell's `chars` characters, up to
-        style.shrunk_chars(chars) characters; beyond that cut to them with an ellipsis (the hover has it whole)."""
-        most = shrunk_chars(chars)
-        text = clip(shown, most)
+        style.shrunk_chars(chars) characters on one line; a longer one on two lines in a font no larger than
+        TWO_LINE_SCALE of the cell's (two lines fit its height), cut with an ellipsis only past two lines' worth
+        (the hover has it whole)."""
+        lines = cell_lines(shown, shrunk_chars(chars))
+        longest = max(len(line) for line in lines)
         self.x.append(step)
         self.base.append(row - CELL_HEIGHT / 2)
-        self.text.append(_escape(text))
+        self.text.append("<br>".join(_escape(line) for line in lines))
         self.hover.append(hover)
-        self.scale.append(min(1.0, chars / len(text)) if text else 1.0)
+        self.scale.append(min(1.0 if len(lines) == 1 else TWO_LINE_SCALE, chars / longest) if longest else 1.0)
+
+
+def cell_lines(shown: str, most: int) -> list[str]:
+    """`shown` as a cell draws it: one line of at most `most` characters, or two halves (at the space nearest the
+    middle where a carryover joins two tokens, else at the middle: '·palindrome' -> '·palin', 'drome'), the second
+    cut with an ellipsis past `most` ('·Returns', '·function' and '·palindrome' whole, issue #41: '·palindro…')."""
+    if len(shown) <= most:
+        return [shown]
+    middle = (len(shown) + 1) // 2
+    spaces = [i for i, char in enumerate(shown) if char == " " and 0 < i < len(shown) - 1
+              and i <= most and len(shown) - i - 1 <= most]
+    if spaces:
+        at = min(spaces, key=lambda i: abs(i - middle))
+        return [shown[:at], shown[at + 1:]]
+    first = min(middle, most)
+    return [shown[:first], clip(shown[first:], most)]
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
