@@ -18,6 +18,7 @@ from specviz.assets import (ASSETS_DIR, DemoTrace, RecordedSweep, load_demo_trac
 from specviz.explore.tab import explore_tab
 from specviz.lab.tab import lab_tab
 from specviz.lab.views import KEYS, LabSet, recorded_lab
+from specviz.pinned_captions import PIN_CAPTIONS_JS
 from specviz.serving.device_call import GpuDecorator, no_gpu
 from specviz.serving.load_status import load_status_line
 from specviz.serving.policy import Policy
@@ -102,6 +103,7 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
                 lab_tab(runner, large, width, lab, policy, wrap)
         large.change(None, inputs=[large], js=LARGE_TEXT_JS)
         tabs.select(None, js=f"() => {{ {REFIT_JS}; }}")
-        demo.load(None, inputs=None, outputs=[width], js=WIDTH_JS)
+        # the viewport's width, and a phone's scrolling tree keeping its caption in view (specviz/pinned_captions.py)
+        demo.load(None, inputs=None, outputs=[width], js=f"() => {{ ({PIN_CAPTIONS_JS})(); return ({WIDTH_JS})(); }}")
         resized.click(None, inputs=None, outputs=[width], js="() => window.innerWidth")
     return demo
