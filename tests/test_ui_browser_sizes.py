@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import pytest
 
+import specviz.figures.sweep
 import specviz.style
 from engine.background_load import LoadStatus
 from engine.formats.trace import Trace
@@ -203,6 +204,24 @@ PROBLEMS_JS = """() => {
     }
     for (const chip of [...document.querySelectorAll('#sv-views .sv-tok')].filter(shown))
         if (lines(chip) > 1) problems.push(`${name(chip)}: the chip "${chip.textContent}" breaks over two lines`);
+    // A fastest-k star sits inside its cell's outline (a phone's 15 px star ran over the 3 px outline): its box
+    // within the outline's inner edge, and clear of the cell's value.
+    const heat = document.querySelector('#sv-heat-speedup .js-plotly-plot');
+    if (heat && shown(heat)) {
+        const outlines = [...heat.querySelectorAll('.shapelayer path')].map(box);
+        const values = [...heat.querySelectorAll('.heatmaplayer text, .hm text, text.textpoint')].map(box);
+        for (const star of heat.querySelectorAll('.scatterlayer .point')) {
+            const s = box(star);
+            const around = outlines.find(o => overlap(o, s));
+            const inner = around && {left: around.left + 3, right: around.right - 3, top: around.top + 3,
+                                     bottom: around.bottom - 3};
+            if (!inner || !(s.left >= inner.left && s.right <= inner.right && s.top >= inner.top && s.bottom <= inner.bottom))
+                problems.push(`sv-heat-speedup: a fastest-k star (${Math.round(s.left)}-${Math.round(s.right)} px across, ` +
+                              `${Math.round(s.top)}-${Math.round(s.bottom)} down) runs over its cell's outline`);
+            else if (values.some(v => overlap(v, s)))
+                problems.push(`sv-heat-speedup: a fastest-k star covers its cell's value`);
+        }
+    }
     return problems;
 }"""
 
@@ -279,6 +298,20 @@ def test_every_chart_and_table_reads_whole(browser, app, size):  # noqa: F811
     problems = size_problems(page, runs, size) + lab_problems(page, size) + explore_problems(page, size)
     page.close()
     assert not problems, "\n".join(problems)
+
+
+def test_a_star_on_the_outline_is_caught(browser, app, monkeypatch):  # noqa: F811
+    """The plant: the star placed and sized as before issue #41's fix (15 px at 0.34 of a cell from its centre), which
+    ran over a phone's outline."""
+    url, _ = app
+    monkeypatch.setattr(specviz.figures.sweep, "star_corner",
+                        lambda style, columns: (specviz.figures.sweep.WIDE_CORNER, specviz.figures.sweep.BEST_MARK))
+    page = open_size(browser, url, "phone")
+    page.get_by_role("tab", name="Explore", exact=True).click()
+    page.wait_for_function(EXPLORE_DRAWN_JS, arg=[False])
+    problems = page.evaluate(PROBLEMS_JS)
+    page.close()
+    assert any("runs over its cell's outline" in problem for problem in problems), problems
 
 
 # The planted bug's table half: number columns narrower than their values (a p of '0.000927' ran into

@@ -80,9 +80,10 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
                                     f"step, not k<br>{hover_tip(TOKENS_PER_STEP)}<extra></extra>")
     best = [(ks.index(k), row, k, t) for row, t in enumerate(temperatures)
             if metric == "speedup" and (k := table.best_k(t)) is not None]
+    (across, up), mark = star_corner(style, len(ks))
     marks = {"type": "scatter", "mode": "markers", "meta": "best_k", "name": "★ fastest k at this temperature",
-             "x": [column + 0.34 for column, *_ in best], "y": [row + 0.26 for _, row, *_ in best],
-             "customdata": [[k, t] for *_, k, t in best], "marker": BEST_MARK, "cliponaxis": False,
+             "x": [column + across for column, *_ in best], "y": [row + up for _, row, *_ in best],
+             "customdata": [[k, t] for *_, k, t in best], "marker": mark, "cliponaxis": False,
              "hovertemplate": "fastest at T = %{customdata[1]}: k = %{customdata[0]}<extra></extra>"}
     outlines = [{"type": "rect", "xref": "x", "yref": "y", "x0": column - 0.5, "x1": column + 0.5, "y0": row - 0.5,
                  "y1": row + 0.5, "line": {"color": "#222222", "width": 3}} for column, row, *_ in best]
@@ -96,6 +97,29 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
                "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
     return figure.update_layout(title_pad_b=SUBTITLE_GAP)     # the title's automargin keeps it under the subtitle
+
+
+OUTLINE_PX = 3               # the fastest k's outline; a star sits inside it, clear of it by STAR_GAP_PX
+STAR_GAP_PX = 2
+STAR_EXTENT = 0.67           # half a drawn star's box over its marker size, its line included (20 px for 15, measured)
+WIDE_CORNER = (0.34, 0.26)   # a star's place from its cell's centre, in cells, where the chart's width is unknown
+SMALL_STAR = 11              # a phone's star (its cells are about 38 px wide): 15 px ran over the outline
+
+
+def star_corner(style: FigureStyle, columns: int) -> tuple[tuple[float, float], dict[str, Any]]:
+    """Where a fastest-k star sits from its cell's centre (in cells, across and up) and its marker: in the top
+    right corner inside the cell's outline. Where the chart's width is known the corner is worked out in pixels,
+    the column's from the chart's width and the row's from its height per temperature (at least 40 px plus a line
+    of text), and a phone's star is smaller (issue #41: a 15 px star at 0.34 of a 38 px column ran over the
+    outline, and a projector's large text made the rows too short for it); where the width is unknown the fixed
+    WIDE_CORNER holds it."""
+    if style.line_px is None or not columns:
+        return WIDE_CORNER, BEST_MARK
+    column_px = (style.line_px + TITLE_INDENT - HEATMAP_SIDE_PX) / columns
+    row_px = 40 + style.font_size
+    mark = {**BEST_MARK, "size": SMALL_STAR} if style.narrow else BEST_MARK
+    reach = STAR_EXTENT * mark["size"] + OUTLINE_PX + STAR_GAP_PX
+    return (max(0.0, 0.5 - reach / column_px), max(0.0, 0.5 - reach / row_px)), mark
 
 
 HEATMAP_SIDE_PX = 50          # the heatmap's left and right margins, less the title's indent: its plot is the rest
