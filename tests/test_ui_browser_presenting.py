@@ -328,3 +328,47 @@ def test_the_lab_heading_is_never_smaller_than_its_paragraph(browser, app, mode)
     sizes = page.evaluate(HEADING_JS)
     page.close()
     assert sizes and all(heading > paragraph for heading, paragraph in sizes), sizes
+
+
+# Every element on the tab that holds words of its own, by a key naming it, with its font size in px.
+OWN_WORDS_JS = """(tab) => {
+    const sizes = {};
+    for (const e of document.querySelectorAll(`#sv-tab-${tab} *`)) {
+        if (!e.getClientRects().length || e.closest('svg, .sv-tour')) continue;
+        const words = [...e.childNodes].find(n => n.nodeType === 3 && n.textContent.trim().length > 3);
+        if (!words) continue;
+        const owner = e.closest('[id^=sv-]');
+        const key = `${owner ? '#' + owner.id : ''} ${e.tagName.toLowerCase()} "${words.textContent.trim().slice(0, 24)}"`;
+        sizes[key] = parseFloat(getComputedStyle(e).fontSize);
+    }
+    return sizes;
+}"""
+
+
+TRANSITIONS_DONE_JS = "() => document.getAnimations().filter(a => a instanceof CSSTransition).length === 0"
+
+
+@pytest.mark.parametrize("tab", ["run", "race", "explore", "lab"])
+def test_large_text_grows_every_word_on_the_tab(browser, app, tab):  # noqa: F811
+    """Issue #41, a second walk: large text "does not visibly grow" the body text. Most of it grew, but Gradio sizes
+    a checkbox's words, an accordion's title, a group's label and a slider's help line on their own inner elements,
+    and those stayed at 12-14 px. Every element with words of its own must be larger with large text on; the plant
+    puts one of Gradio's own sizes back."""
+    page = open_mode(browser, app, "desktop")
+    page.get_by_role("tab", name=tab.capitalize(), exact=True).click()
+    page.wait_for_selector(f"#sv-tab-{tab}", state="visible")
+    before = page.evaluate(OWN_WORDS_JS, tab)
+    page.check("#sv-large input")
+    page.wait_for_function("document.body.classList.contains('sv-large')")
+    page.wait_for_function(TRANSITIONS_DONE_JS)            # Gradio's buttons and radios ease their size in
+    after = page.evaluate(OWN_WORDS_JS, tab)
+    assert len(before) > 20
+    same = [f"{key}: {before[key]} px, then {after[key]} px" for key in before if key in after and after[key] <= before[key]]
+    assert not same, "\n".join(same)
+    page.add_style_tag(content="body.sv-large .gradio-container .label-text, body.sv-large .gradio-container "
+                               ".info-text, body.sv-large .gradio-container .label-wrap > span:first-child "
+                               "{ font-size: 14px !important; }")        # the plant: Gradio's own sizes back
+    page.wait_for_function(TRANSITIONS_DONE_JS)
+    planted = page.evaluate(OWN_WORDS_JS, tab)
+    page.close()
+    assert any(planted[key] <= before[key] for key in before if key in planted)
