@@ -1,5 +1,5 @@
 """Token text made visible: spaces, newlines and tabs shown as glyphs, control and byte tokens as <0xNN>, long
-tokens shortened; a token as a chip. Every glyph is one the page's fonts draw (DejaVu and Liberation, Debian's
+tokens shortened or split over two lines; a token as a chip. Every glyph is one the page's fonts draw (DejaVu and Liberation, Debian's
 chromium; tests/test_ui_glyphs.py checks each against the installed fonts): '␍' for a carriage return is in none
 of them and drew as an empty box (issue #33 item 6)."""
 
@@ -65,3 +65,19 @@ def chip(text: str, kind: str, title: str | None = None) -> str:
     patterned cell (assets/specviz.css), so a token that looks like punctuation (‘:’) still reads as a token."""
     tip = f" title='{escape(title)}'" if title else ""
     return f"<span class='sv-tok sv-{kind}'{tip}>{escape(visible(text))}</span>"
+
+
+def two_lines(shown: str, most: int) -> list[str]:
+    """Already visible text as a cell draws it: one line of at most `most` characters, or two halves (at the space
+    nearest the middle where a carryover joins two tokens, else at the middle: '·palindrome' -> '·palin',
+    'drome'), the second cut with an ellipsis past `most` (issue #41: cells cut '·palindro…')."""
+    if len(shown) <= most:
+        return [shown]
+    middle = (len(shown) + 1) // 2
+    spaces = [i for i, char in enumerate(shown) if char == " " and 0 < i < len(shown) - 1
+              and i <= most and len(shown) - i - 1 <= most]
+    if spaces:
+        at = min(spaces, key=lambda i: abs(i - middle))
+        return [shown[:at], shown[at + 1:]]
+    first = min(middle, most)
+    return [shown[:first], clip(shown[first:], most)]

@@ -161,3 +161,28 @@ def test_the_gathers_cached_rows_read_on_one_line_where_they_fit(size):
     whole = ticks[0].replace("<br>", "")
     fits = len(whole) * CHAR_EM * gather_tick_size(style) <= plot_px(style) / len(ticks) - 2
     assert whole == f"0–{step.kv_target.before - 1}" and ("<br>" not in ticks[0]) == fits
+
+
+LONG_TOKENS = {3: " palindrome", 7: " considering", 10: " representing"}     # 11, 12 and 13 characters shown
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_long_token_is_drawn_whole_on_two_lines_of_its_cell(size):
+    """Issue #41: tree cells cut tokens longer than a line of the cell ('·palind…'). A step with such tokens gets rows
+    a line taller, the tokens go on two lines, and every label still fits its cell and meets no other."""
+    import dataclasses
+    large, width = SIZES[size]
+    style = FigureStyle.for_screen(large=large, width=width)
+    step = make_tree_step(1, 50, *DEEP)
+    nodes = tuple(dataclasses.replace(node, token=dataclasses.replace(node.token, text=LONG_TOKENS[node.id]))
+                  if node.id in LONG_TOKENS else node for node in step.tree.nodes)
+    long_step = dataclasses.replace(step, tree=dataclasses.replace(step.tree, nodes=nodes))
+    fig = step_tree_figure(long_step, style)
+    assert problems(fig, style) == []
+    texts = [html.unescape(text) for trace in fig.data if trace.meta in ("accepted", "rejected", "unreached")
+             for text in trace.text if text]
+    lines = [text.split("<br>")[1:] if text.split("<br>")[0].isdigit() else text.split("<br>") for text in texts]
+    shown = {"".join(parts) for parts in lines}
+    assert {visible(text) for text in LONG_TOKENS.values()} <= shown
+    assert any(len(parts) == 2 for parts in lines)
+    assert fig.layout.height > step_tree_figure(step, style).layout.height       # rows a line taller

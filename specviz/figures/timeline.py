@@ -34,7 +34,7 @@ from specviz.other_engine import draft_label, draft_origin, no_numbers, target_l
 from specviz.quantities import probability_text
 from specviz.run.step_reasons import carryover_sentence
 from specviz.style import CATEGORIES, COLORS, TEXT_ON, FigureStyle, kind_labels, pattern, shrunk_chars
-from specviz.tokens import clip, number, visible
+from specviz.tokens import number, two_lines, visible
 
 TITLE = "Token timeline"
 SUBTITLE = "one column per step: the draft's guesses d1..dk, and the token the target adds itself (top row)"
@@ -63,29 +63,13 @@ class _Cells:
         style.shrunk_chars(chars) characters on one line; a longer one on two lines in a font no larger than
         TWO_LINE_SCALE of the cell's (two lines fit its height), cut with an ellipsis only past two lines' worth
         (the hover has it whole)."""
-        lines = cell_lines(shown, shrunk_chars(chars))
+        lines = two_lines(shown, shrunk_chars(chars))
         longest = max(len(line) for line in lines)
         self.x.append(step)
         self.base.append(row - CELL_HEIGHT / 2)
         self.text.append("<br>".join(_escape(line) for line in lines))
         self.hover.append(hover)
         self.scale.append(min(1.0 if len(lines) == 1 else TWO_LINE_SCALE, chars / longest) if longest else 1.0)
-
-
-def cell_lines(shown: str, most: int) -> list[str]:
-    """`shown` as a cell draws it: one line of at most `most` characters, or two halves (at the space nearest the
-    middle where a carryover joins two tokens, else at the middle: '·palindrome' -> '·palin', 'drome'), the second
-    cut with an ellipsis past `most` ('·Returns', '·function' and '·palindrome' whole, issue #41: '·palindro…')."""
-    if len(shown) <= most:
-        return [shown]
-    middle = (len(shown) + 1) // 2
-    spaces = [i for i, char in enumerate(shown) if char == " " and 0 < i < len(shown) - 1
-              and i <= most and len(shown) - i - 1 <= most]
-    if spaces:
-        at = min(spaces, key=lambda i: abs(i - middle))
-        return [shown[:at], shown[at + 1:]]
-    first = min(middle, most)
-    return [shown[:first], clip(shown[first:], most)]
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,

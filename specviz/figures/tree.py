@@ -31,7 +31,7 @@ from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranke
 from specviz.quantities import probability_text
 from specviz.run.step_detail import find_step
 from specviz.style import COLORS, TEXT_ON, TITLE_INDENT, TREE_LABELS, TREE_MIN_PX, FigureStyle, pattern
-from specviz.tokens import number, short, visible
+from specviz.tokens import number, two_lines, visible
 
 TITLE = "Draft tree"
 CELL_WIDTH = 0.8            # of one depth column
@@ -87,13 +87,15 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     stop_depth = 0 if stop is None else _node(step, stop).depth
     depth = max(max((node.depth for node in tree.nodes), default=0), stop_depth + (extra is not None))
     cells = {name: _Cells() for name in CATEGORIES}
-    grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT,     # labels cut to fit their cells
-                         len(str(max(len(tree.nodes) - 1, 0))))
+    digits = len(str(max(len(tree.nodes) - 1, 0)))
+    grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT, digits)
+    if any(len(visible(node.token.text)) > grid.cell_chars for node in tree.nodes):   # a token on two lines
+        grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT, digits, token_lines=2)
     whole = CELL_WIDTH * grid.column_px           # the context's and the extra token's cells carry no id tag
     _add(cells[ROOT], 0, 0, fitted(ROOT, whole, style.cell_font_size), _root_hover(step))
     ranks = sibling_ranks(tree)
     for node in tree.nodes:       # a cell too small for an id tag beside its token: the id is the cell's first line
-        token = short(node.token.text, grid.cell_chars)
+        token = "\n".join(two_lines(visible(node.token.text), grid.cell_chars))
         text = f"{node.id}\n{token}" if grid.stacked else token
         _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
     if extra is not None:

@@ -8,7 +8,8 @@ holds a token of style.TOKEN_CHARS characters instead of two or three (issue #41
 for its node id and that many characters side by side (a phone, a projector's large text) the id goes on a line
 of its own above the token and rows grow to hold two lines, so an id is never drawn over a token; elsewhere the
 id is a tag at the cell's top-left corner, the token (anchored at the cell's right end) leaves it room, and a
-row is only as tall as its one line needs. Monospace glyphs are MONO_EM font sizes wide (DejaVu Sans Mono and
+row is only as tall as its one line needs. A step whose tokens do not all fit one line of a cell gets rows a
+line taller, and those tokens go on two lines ('·palin' over 'drome', issue #41: cells cut '·palind…'). Monospace glyphs are MONO_EM font sizes wide (DejaVu Sans Mono and
 its kin: 0.60); proportional text uses the style's CHAR_EM.
 """
 
@@ -76,16 +77,17 @@ def whole_or_none(label: str, width_px: float, size: int) -> str:
 
 
 def tree_geometry(style: FigureStyle, columns: int, cell_width: float, cell_height: float,
-                  id_digits: int = 2) -> TreeGeometry:
+                  id_digits: int = 2, token_lines: int = 1) -> TreeGeometry:
     """The grid of a tree `columns` depths wide (the context's column included), whose cells take
     `cell_width` of a column and `cell_height` of a row; off a phone a cell's text leaves room on its left for
-    an id tag of `id_digits` digits (the text is anchored at the cell's right end)."""
+    an id tag of `id_digits` digits (the text is anchored at the cell's right end). `token_lines` 2: a token
+    longer than a line of its cell goes on two (specviz/tokens.py two_lines), and every row holds the extra line."""
     column = max(1.0, plot_px(style) / columns)
     glyph = style.cell_font_size * MONO_EM
     beside = int((column * cell_width - id_tag_px(style, id_digits) - 2 * CELL_PAD_PX) / glyph)
     stacked = style.narrow or beside < TOKEN_CHARS        # the id above the token: both whole, never one on the other
     chars = max(2, int((column * cell_width - 2 * CELL_PAD_PX) / glyph) if stacked else beside)
-    lines = 2 if stacked else 1
+    lines = (2 if stacked else 1) + token_lines - 1
     row = max(MIN_ROW_PX, int((lines * LINE_EM * style.cell_font_size + 2 * CELL_PAD_PX) / cell_height) + 1)
     return TreeGeometry(left_px=left_margin(style), column_px=column, row_px=row, cell_chars=chars, stacked=stacked)
 
