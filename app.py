@@ -87,8 +87,14 @@ class EngineRunner:
                 LOG.warning("loading %s in the background failed: %s", models.label, error)
                 load.finish(str(error) if isinstance(error, (RunnerError, ValueError))
                             else f"{type(error).__name__}: {error}")
-            else:
-                load.finish(device_costs=pair.device_costs)     # a GPU's costs, measured at load (else None)
+                return
+            try:                        # the costs and facts the status line says before any Run
+                from engine.loading.machine_probe import probe_machine
+                costs, facts = self.compute.run(probe_machine, pair, load.report)
+            except Exception as error:  # the pair is loaded and runs; only the status line's costs are missing
+                LOG.warning("measuring this machine's costs failed: %s", error)
+                costs, facts = pair.device_costs, None
+            load.finish(device_costs=costs, machine=facts)
 
         thread = threading.Thread(target=run, name="specviz-preload", daemon=True)
         thread.start()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from engine.device_costs import DeviceCosts
+from engine.machine_facts import MachineFacts
 
 LOADING, READY, FAILED = "loading", "ready", "failed"
 CONVERTING = "converting"          # load_pair's progress says this while it converts GGUF weights (first load only)
@@ -37,7 +38,8 @@ class LoadStatus:
     message: str = ""               # load_pair's latest progress message, or the failure
     elapsed_s: float = 0.0          # since the load began (until it ended)
     converted: bool = False         # the load converted weights into the cache (a first start)
-    device_costs: DeviceCosts | None = None   # measured at the end of a GPU load (engine/device_costs.py)
+    device_costs: DeviceCosts | None = None   # measured at the end of the load (engine/loading/machine_probe.py)
+    machine: MachineFacts | None = None       # the pair and this machine, as the load found them
 
     @property
     def loading(self) -> bool:
@@ -53,6 +55,7 @@ class BackgroundLoad:
         self._state, self._fraction, self._message = LOADING, 0.0, "starting (importing torch and transformers)"
         self._converted = False
         self._device_costs: DeviceCosts | None = None
+        self._machine: MachineFacts | None = None
         self._started = time.monotonic()
         self._ended: float | None = None
 
@@ -63,10 +66,12 @@ class BackgroundLoad:
             self._converted = self._converted or CONVERTING in message
             self._condition.notify_all()
 
-    def finish(self, error: str = "", device_costs: DeviceCosts | None = None) -> None:
-        """The load ended: ready (with the device's costs, when measured), or failed with `error` (one sentence)."""
+    def finish(self, error: str = "", device_costs: DeviceCosts | None = None,
+               machine: MachineFacts | None = None) -> None:
+        """The load ended: ready (with the device's costs and the machine's facts, when measured), or failed with
+        `error` (one sentence)."""
         with self._condition:
-            self._device_costs = device_costs
+            self._device_costs, self._machine = device_costs, machine
             self._state = FAILED if error else READY
             self._fraction = self._fraction if error else 1.0
             self._message = error or "models ready"
@@ -93,7 +98,7 @@ class BackgroundLoad:
     def _status(self) -> LoadStatus:
         ended = self._ended if self._ended is not None else time.monotonic()
         return LoadStatus(self.label, self._state, self._fraction, self._message, ended - self._started,
-                          self._converted, self._device_costs)
+                          self._converted, self._device_costs, self._machine)
 
 
 def convert_weights(references: Iterable[str], report: Callable[[str], None]) -> list[str]:

@@ -13,7 +13,8 @@ phase timed as a run does it, after a short synthetic context and rolled back ea
   (scripts/gpu_check.py's acceptance levels measure the difference).
 
 Timed with the step clock (device events on CUDA, no sync between repeats). A few hundred
-milliseconds on a GPU; it runs when a pair loads there (engine/loading/speed_up.py).
+milliseconds on a GPU; it runs when a pair loads there (engine/loading/speed_up.py), and with fewer repeats
+when the default pair loads on a CPU (engine/loading/machine_probe.py).
 """
 
 from __future__ import annotations
@@ -33,20 +34,22 @@ PROBED_KS = tuple(range(1, 9))
 GREEDY = SamplingParams()    # the phases' own work on the logits, as a greedy run does it
 
 
-def measure_costs(pair: ModelPair, cache: str = "auto", ks: tuple[int, ...] = PROBED_KS) -> DeviceCosts:
-    """Time the pair's phases on its device; `cache` as SpecConfig.cache."""
+def measure_costs(pair: ModelPair, cache: str = "auto", ks: tuple[int, ...] = PROBED_KS, warmups: int = WARMUPS,
+                  repeats: int = REPEATS) -> DeviceCosts:
+    """Time the pair's phases on its device, each the mean of `repeats` after `warmups`; `cache` as
+    SpecConfig.cache."""
     kind = resolve_cache(cache, pair.device.type)
     context = [token % pair.vocab_size for token in range(100, 100 + CONTEXT_TOKENS)]
     clock = StepClock(pair.device)
     with torch.inference_mode():
         target = _cache(pair, "target", kind, max(ks) + 1)
         target.forward(context, num_logits=1)
-        target_ms = _time_target_tokens(target, clock)
+        target_ms = _time_target_tokens(target, clock, warmups, repeats)
         draft = None
         if pair.draft is not None:
             draft = _cache(pair, "draft", kind, max(ks) + 1)
             draft.forward(context, num_logits=1)
-        steps = {k: _time_step(target, draft, clock, k) for k in ks}
+        steps = {k: _time_step(target, draft, clock, k, warmups, repeats) for k in ks}
         target.release()
         if draft is not None:
             draft.release()
@@ -76,25 +79,26 @@ def _next_token(kv: KVCache, token: torch.Tensor) -> torch.Tensor:
     return choose(logits, to_probs(logits, GREEDY), GREEDY, None)                  # (1,)
 
 
-def _time_target_tokens(target: KVCache, clock: StepClock) -> float:
+def _time_target_tokens(target: KVCache, clock: StepClock, warmups: int, repeats: int) -> float:
     """Milliseconds of one target-only decoding token, back to back, each rolled back."""
     token = torch.ones(1, dtype=torch.long, device=target.device)                  # on the device: no copy between repeats
-    for _ in range(WARMUPS):
+    for _ in range(warmups):
         _next_token(target, token)
         target.cutoff(1)
     start = clock.mark()
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         _next_token(target, token)
         target.cutoff(1)
-    return clock.between(start, clock.mark()) / REPEATS
+    return clock.between(start, clock.mark()) / repeats
 
 
-def _time_step(target: KVCache, draft: KVCache | None, clock: StepClock, k: int) -> tuple[float, float]:
+def _time_step(target: KVCache, draft: KVCache | None, clock: StepClock, k: int, warmups: int,
+               repeats: int) -> tuple[float, float]:
     """(milliseconds of k chained draft tokens, of a verify of k + 1 tokens), the two taking turns as
-    in a step, each the mean of REPEATS after WARMUPS; without a draft model, verifies alone."""
+    in a step, each the mean of `repeats` after `warmups`; without a draft model, verifies alone."""
     rows = torch.arange(1, k + 2, device=target.device)                            # (k + 1,)
     drafting = verifying = 0.0
-    for repeat in range(WARMUPS + REPEATS):
+    for repeat in range(warmups + repeats):
         start = clock.mark()
         if draft is not None:
             token = rows[:1]
@@ -105,7 +109,7 @@ def _time_step(target: KVCache, draft: KVCache | None, clock: StepClock, k: int)
         to_probs(target.forward(rows, num_logits=k + 1).logits, GREEDY)            # (k + 1, V)
         target.cutoff(k + 1)
         verified = clock.mark()
-        if repeat >= WARMUPS:
+        if repeat >= warmups:
             drafting += clock.between(start, drafted)
             verifying += clock.between(drafted, verified)
-    return drafting / REPEATS, verifying / REPEATS
+    return drafting / repeats, verifying / repeats

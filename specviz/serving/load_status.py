@@ -12,15 +12,19 @@ from typing import Any
 
 import gradio as gr
 
+from engine.config import MODEL_DRAFTER
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
+from engine.formats.trace import Trace
+from engine.machine_facts import MachineFacts
 from specviz.serving.runner import LoadStatus, Runner
 
 TICK_S = 1.0
 LATENCY_BOUND_C = 0.5        # above this, say why a small draft costs nearly what the target does
 
 
-def load_status_text(status: LoadStatus | None) -> str:
-    """One or two sentences for the status line ("" when there is no background load)."""
+def load_status_text(status: LoadStatus | None, recorded: Trace | None = None) -> str:
+    """One or two sentences for the status line ("" when there is no background load); `recorded`, the page's
+    recorded run, lends its acceptance to the cost model where it ran the pair that loaded."""
     if status is None:
         return ""
     if status.loading:
@@ -34,7 +38,42 @@ def load_status_text(status: LoadStatus | None) -> str:
                 "(it shows the load's progress).")
     once = ", including the one-time conversion of its weights into the cache" if status.converted else ""
     ready = f"**{status.label} is loaded** ({status.elapsed_s:.0f} s{once}): Run starts at once."
-    return ready if status.device_costs is None else f"{ready}\n\n{device_costs_text(status.device_costs)}"
+    if status.device_costs is None:
+        return ready
+    choice = "" if status.machine is None else choice_text(status.device_costs, status.machine, recorded)
+    return f"{ready}\n\n{device_costs_text(status.device_costs)}" + (f"\n\n{choice}" if choice else "")
+
+
+def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | None) -> str:
+    """Before any Run, the fastest exact configuration here as far as the load can tell (issue #40 item 2): the k
+    the cost model picks at the acceptance of a recorded run of this pair, with its predicted speedup, and whether
+    a bfloat16 target would pay on this CPU ("" when there is nothing to say)."""
+    said = []
+    alpha = recorded_acceptance(recorded, machine)
+    if alpha is not None and costs.draft_token_ms is not None:
+        k, speedup = costs.best(alpha)
+        said.append(f"At the {alpha:.0%} acceptance of this pair's recorded greedy run, **k = {k} is the fastest "
+                    f"here: predicted {speedup:.2f}x over target-only decoding** (the i.i.d. model E / (k c + v) at "
+                    "these costs; the k slider sets k, and a run's own acceptance moves the best k).")
+    if machine.device == "cpu" and machine.target_dtype == "float32":
+        if machine.bf16_refusal is None:
+            said.append("This CPU computes bfloat16 natively (AVX-512 BF16 or AMX): **target dtype bfloat16** runs a "
+                        "prepacked bfloat16 target, which reads half the bytes of a float32 one each forward. Its "
+                        "greedy output is then identical to that bfloat16 target's own decoding (near ties may "
+                        "flip), a different claim from the float32 target's.")
+        else:
+            said.append(f"Target dtype: {machine.bf16_refusal}.")
+    return " ".join(said)
+
+
+def recorded_acceptance(recorded: Trace | None, machine: MachineFacts) -> float | None:
+    """The share of drafts accepted in `recorded` where it is a chain run of the same draft model and target as
+    the loaded pair (any dtype: the tokens a draft proposes hardly depend on it); else None."""
+    if (recorded is None or recorded.config.drafter != MODEL_DRAFTER or recorded.config.is_tree
+            or (recorded.config.draft, recorded.config.target) != (machine.draft, machine.target)):
+        return None
+    drafted = sum(step.k for step in recorded.steps)
+    return sum(step.num_accepted for step in recorded.steps) / drafted if drafted else None
 
 
 def device_costs_text(costs: DeviceCosts) -> str:
@@ -42,7 +81,8 @@ def device_costs_text(costs: DeviceCosts) -> str:
     the numbers (engine/device_costs.py): the break-even acceptance of the draft model and of n-gram lookup."""
     graphs = f"CUDA graphs captured in {costs.capture_s:.1f} s" if costs.graphs else f"{costs.cache} cache, no graphs"
     k = 5 if 5 in costs.ks else costs.ks[-1]
-    measured = (f"**Measured on this {costs.device} when the pair loaded** ({graphs}): a target token "
+    device = "CPU" if costs.device == "cpu" else costs.device
+    measured = (f"**Measured on this {device} when the pair loaded** ({graphs}): a target token "
                 f"{costs.target_token_ms:.1f} ms")
     if costs.draft_token_ms is not None:
         measured += f", a draft token {costs.draft_token_ms:.1f} ms (c = {costs.cost_ratio:.2f} of a target token)"
@@ -62,21 +102,22 @@ def device_costs_text(costs: DeviceCosts) -> str:
         verdict = (f"At these costs **the draft model pays only when more than {model:.0%} of its drafts are "
                    f"accepted** (the i.i.d. model E / (k c + v) at its best k); below that target-only decoding is "
                    "faster.")
-    if costs.cost_ratio > LATENCY_BOUND_C:
+    if costs.cost_ratio > LATENCY_BOUND_C and costs.device != "cpu":
         verdict += (" A draft token costs most of a target token here because both models are too small to keep "
                     "the GPU busy (each forward waits on kernel latency, not on its weights); a draft pays on a GPU "
                     "when it is much cheaper per token than the target, such as a small draft for a large target.")
     return f"{measured} {verdict} {lookup}"
 
 
-def load_status_line(demo: gr.Blocks, runner: Runner) -> gr.Markdown:
-    """The status line and its refresh (on page load, then by timer while loading); build inside `demo`."""
+def load_status_line(demo: gr.Blocks, runner: Runner, recorded: Trace | None = None) -> gr.Markdown:
+    """The status line and its refresh (on page load, then by timer while loading); build inside `demo`;
+    `recorded` as load_status_text's."""
     line = gr.Markdown("", visible=False, elem_id="sv-load-status")
     timer = gr.Timer(TICK_S, active=False)
 
     def refresh() -> tuple[Any, Any]:
         status = runner.load_status()
-        return (gr.update(value=load_status_text(status), visible=status is not None),
+        return (gr.update(value=load_status_text(status, recorded), visible=status is not None),
                 gr.Timer(active=status is not None and status.loading))
 
     demo.load(refresh, inputs=None, outputs=[line, timer], show_progress="hidden", concurrency_limit=None,

@@ -1,0 +1,33 @@
+"""Before any Run: this machine's costs and facts, measured once when the default pair loads in the background
+(app.py `EngineRunner.preload`), for the page's status line (specviz/serving/load_status.py).
+
+A GPU's costs are measured at every load on its captured graphs (engine/loading/speed_up.py). A CPU's were not,
+so the page could not say before a Run whether speculation pays here, nor which k is fastest (issue #40 item 2):
+here they are measured on the kernels a run uses (the dynamic cache), with fewer repeats than a GPU's (a 2-core
+CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (7, between 6 and 8, is
+read from its neighbours by DeviceCosts.verify_cost). The facts say whether this CPU computes bfloat16 natively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.decode.pair import ModelPair
+from engine.device_costs import DeviceCosts
+from engine.loading.cost_probe import measure_costs
+from engine.machine_facts import MachineFacts
+from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+
+CPU_PROBED_KS = (1, 2, 3, 4, 5, 6, 8)
+CPU_WARMUPS, CPU_REPEATS = 1, 3
+
+
+def probe_machine(pair: ModelPair, report: Callable[[float, str], None]) -> tuple[DeviceCosts | None, MachineFacts]:
+    """The loaded pair's device costs (a GPU's from its load; a CPU's measured now) and this machine's facts."""
+    costs = pair.device_costs
+    if costs is None and pair.device.type == "cpu":
+        report(0.99, "measuring this CPU's costs: a target token, and k drafts with their verify for k = 1 to 8")
+        costs = pair.device_costs = measure_costs(pair, "dynamic", CPU_PROBED_KS, CPU_WARMUPS, CPU_REPEATS)
+    refusal = native_bf16_refusal() if pair.device.type == "cpu" else None
+    return costs, MachineFacts(pair.device.type, "" if pair.draft is None else pair.draft_name, pair.target_name,
+                               pair.draft_dtype if pair.draft is not None else "", pair.target_dtype, refusal)

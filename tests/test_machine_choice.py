@@ -1,0 +1,87 @@
+"""Before any Run, the page says what this machine's costs make fastest (issue #40 item 2): the background load of
+the default pair measures a CPU's costs too (engine/loading/machine_probe.py; a GPU's were measured at load
+already), and the status line names the k the cost model picks at the acceptance of the page's recorded run of
+the same pair, with its predicted speedup, and whether a bfloat16 target would pay on this CPU.
+
+Oracles: the speedup worked out by hand from the i.i.d. model's closed form (E = (1 - a^(k+1)) / (1 - a) tokens a
+step over k c + v target tokens) at every measured k, the recorded trace's accepted and drafted counts summed here,
+and this CPU's own answer to whether it computes bfloat16 natively (its flags and the prepacking probe). The real
+load is the tiny random pair's, preloaded as app.py does it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app import EngineRunner
+from engine.device_costs import DeviceCosts
+from engine.machine_facts import MachineFacts
+from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+from specviz.assets import load_demo_trace
+from specviz.serving.load_status import choice_text, load_status_text, recorded_acceptance
+from specviz.serving.runner import LoadStatus, ModelChoice
+
+RECORDED = load_demo_trace().trace                      # the page's recorded greedy run of the default pair
+SAME_PAIR = MachineFacts("cpu", RECORDED.config.draft, RECORDED.config.target, "int8", "float32", None)
+# a CPU where a draft token costs 0.1 of a target token and a verify of k + 1 tokens 1 + 0.1 k of one
+CPU_LIKE = DeviceCosts("cpu", "dynamic", False, target_token_ms=100.0, draft_token_ms=10.0,
+                       verify_ms=tuple((k, 100.0 + 10.0 * k) for k in (1, 2, 3, 4, 5, 6, 8)))
+
+
+def by_hand(alpha: float, k: int) -> float:
+    """The i.i.d. model's speedup at CPU_LIKE's costs, from its closed form."""
+    return ((1 - alpha ** (k + 1)) / (1 - alpha)) / (k * 0.1 + (1.0 + 0.1 * k))
+
+
+def test_the_recorded_runs_acceptance_is_its_accepted_drafts_over_its_drafted_ones():
+    accepted = sum(step.num_accepted for step in RECORDED.steps)
+    drafted = sum(step.k for step in RECORDED.steps)
+    assert recorded_acceptance(RECORDED, SAME_PAIR) == pytest.approx(accepted / drafted)
+    other = dataclasses.replace(SAME_PAIR, draft="embedded:another-draft")
+    assert recorded_acceptance(RECORDED, other) is None              # another pair lends no acceptance
+    assert recorded_acceptance(None, SAME_PAIR) is None
+
+
+def test_the_status_line_names_the_k_the_model_picks_with_its_speedup():
+    alpha = recorded_acceptance(RECORDED, SAME_PAIR)
+    best = max((1, 2, 3, 4, 5, 6, 8), key=lambda k: by_hand(alpha, k))
+    text = choice_text(CPU_LIKE, SAME_PAIR, RECORDED)
+    assert f"At the {alpha:.0%} acceptance of this pair's recorded greedy run, **k = {best} is the fastest" in text
+    assert f"predicted {by_hand(alpha, best):.2f}x over target-only decoding" in text
+    assert "k = " not in choice_text(CPU_LIKE, dataclasses.replace(SAME_PAIR, draft="x"), RECORDED)
+
+
+def test_the_status_line_says_whether_a_bfloat16_target_pays_on_this_cpu():
+    native = choice_text(CPU_LIKE, SAME_PAIR, None)
+    assert "This CPU computes bfloat16 natively" in native and "**target dtype bfloat16**" in native
+    assert "a different claim from the float32 target's" in native
+    why = "this CPU has no native bfloat16 arithmetic, so a bfloat16 target would be emulated: the float32 target stays"
+    emulated = choice_text(CPU_LIKE, dataclasses.replace(SAME_PAIR, bf16_refusal=why), None)
+    assert emulated == f"Target dtype: {why}."
+    gpu = dataclasses.replace(SAME_PAIR, device="cuda", target_dtype="bfloat16")
+    assert "bfloat16" not in choice_text(CPU_LIKE, gpu, None)       # a GPU's target is bfloat16 already
+
+
+def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
+    runner = EngineRunner(device="cpu")
+    runner.preload(ModelChoice(preset="tiny-random")).join(300)
+    status = runner.load_status()
+    assert status.state == "ready", status.message
+    costs, machine = status.device_costs, status.machine
+    assert costs is not None and costs.device == "cpu" and costs.cache == "dynamic"
+    assert costs.ks == [1, 2, 3, 4, 5, 6, 8] and costs.target_token_ms > 0 and costs.draft_token_ms > 0
+    assert machine.device == "cpu" and machine.target_dtype == "float32" and machine.draft
+    assert machine.bf16_refusal == native_bf16_refusal()             # this CPU's own answer
+    text = load_status_text(status, RECORDED)
+    assert "**Measured on this CPU when the pair loaded** (dynamic cache, no graphs)" in text
+    said = ("This CPU computes bfloat16 natively" if machine.bf16_refusal is None
+            else f"Target dtype: {machine.bf16_refusal}.")
+    assert said in text
+    assert machine.draft != RECORDED.config.draft and "fastest here" not in text     # not the recorded run's pair
+
+
+def test_a_load_without_facts_says_only_what_it_measured():
+    status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 12.0, device_costs=CPU_LIKE)
+    text = load_status_text(status, RECORDED)
+    assert "Measured on this CPU" in text and "fastest here" not in text
