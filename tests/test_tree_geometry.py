@@ -130,8 +130,8 @@ def test_a_planted_overlap_is_caught(monkeypatch):
     import specviz.figures.tree_geometry as geometry
     monkeypatch.setattr(geometry, "TREE_MIN_PX", 0)              # the phone's tree squeezed into its screen again
     real = tree.tree_geometry
-    monkeypatch.setattr(tree, "tree_geometry", lambda *a: real(*a).__class__(
-        **{**real(*a).__dict__, "cell_chars": real(*a).cell_chars + 3}))
+    monkeypatch.setattr(tree, "tree_geometry", lambda *a, **kw: real(*a, **kw).__class__(
+        **{**real(*a, **kw).__dict__, "cell_chars": real(*a, **kw).cell_chars + 3}))
     assert any("runs out of its cell" in p for p in problems(step_tree_figure(step, style), style))
     monkeypatch.setattr(tree, "tree_geometry", real)
     monkeypatch.setattr(tree, "_depth_ticks", lambda depth, grid, style: ["context", *(f"depth {d}" for d in range(1, depth + 1))])
@@ -176,13 +176,15 @@ def test_a_long_token_is_drawn_whole_on_two_lines_of_its_cell(size):
     step = make_tree_step(1, 50, *DEEP)
     nodes = tuple(dataclasses.replace(node, token=dataclasses.replace(node.token, text=LONG_TOKENS[node.id]))
                   if node.id in LONG_TOKENS else node for node in step.tree.nodes)
-    long_step = dataclasses.replace(step, tree=dataclasses.replace(step.tree, nodes=nodes))
+    bonus = dataclasses.replace(step.emitted[-1], text=" ignoring")                # the token after the leaf
+    long_step = dataclasses.replace(step, tree=dataclasses.replace(step.tree, nodes=nodes),
+                                    emitted=(*step.emitted[:-1], bonus))
     fig = step_tree_figure(long_step, style)
     assert problems(fig, style) == []
-    texts = [html.unescape(text) for trace in fig.data if trace.meta in ("accepted", "rejected", "unreached")
+    texts = [html.unescape(text) for trace in fig.data if trace.meta in ("accepted", "rejected", "unreached", "bonus")
              for text in trace.text if text]
     lines = [text.split("<br>")[1:] if text.split("<br>")[0].isdigit() else text.split("<br>") for text in texts]
     shown = {"".join(parts) for parts in lines}
-    assert {visible(text) for text in LONG_TOKENS.values()} <= shown
+    assert {visible(text) for text in (*LONG_TOKENS.values(), bonus.text)} <= shown
     assert any(len(parts) == 2 for parts in lines)
     assert fig.layout.height > step_tree_figure(step, style).layout.height       # rows a line taller

@@ -25,7 +25,8 @@ from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
 from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import AFTER_FORWARD, AFTER_GATHER, gather_panel, gather_tick_size
-from specviz.figures.tree_geometry import TreeGeometry, fitted, gather_row_px, id_tag_size, tree_geometry
+from specviz.figures.tree_geometry import (TreeGeometry, fitted, gather_row_px, id_tag_size, line_chars,
+                                           tree_geometry)
 from specviz.figures.tree_text import (extra_token, ordinal, pending_rows, ranked_children, rescue_sentence,
                                        sibling_ranks, stop_node, tree_summary)
 from specviz.quantities import probability_text
@@ -89,9 +90,11 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
     cells = {name: _Cells() for name in CATEGORIES}
     digits = len(str(max(len(tree.nodes) - 1, 0)))
     grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT, digits)
-    if any(len(visible(node.token.text)) > grid.cell_chars for node in tree.nodes):   # a token on two lines
-        grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT, digits, token_lines=2)
     whole = CELL_WIDTH * grid.column_px           # the context's and the extra token's cells carry no id tag
+    extra_chars = line_chars(whole, style.cell_font_size)
+    if (any(len(visible(node.token.text)) > grid.cell_chars for node in tree.nodes)      # a token on two lines
+            or (extra is not None and len(visible(extra.text)) > extra_chars)):
+        grid = tree_geometry(style, max(depth, 3) + 1, CELL_WIDTH, CELL_HEIGHT, digits, token_lines=2)
     _add(cells[ROOT], 0, 0, fitted(ROOT, whole, style.cell_font_size), _root_hover(step))
     ranks = sibling_ranks(tree)
     for node in tree.nodes:       # a cell too small for an id tag beside its token: the id is the cell's first line
@@ -99,7 +102,8 @@ def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go
         text = f"{node.id}\n{token}" if grid.stacked else token
         _add(cells[node.verdict], node.depth, rows[node.id], text, _node_hover(step, node, ranks[node.id]))
     if extra is not None:
-        _add(cells[extra.kind], stop_depth + 1, rows["extra"], fitted(visible(extra.text), whole, style.cell_font_size),
+        _add(cells[extra.kind], stop_depth + 1, rows["extra"],
+             "\n".join(two_lines(visible(extra.text), extra_chars)) if extra_chars >= 2 else "",
              _extra_hover(step, extra))
     gather_traces, gather_notes, gather_ticks = gather_panel(step, style)
     bars = [_bar(name, cell, style, grid.stacked) for name, cell in cells.items()]

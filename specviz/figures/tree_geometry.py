@@ -66,8 +66,13 @@ def left_margin(style: FigureStyle) -> int:
 
 def fitted(label: str, width_px: float, size: int) -> str:
     """`label` (monospace, `size` px) cut with an ellipsis to what fits `width_px`; '' when not even two glyphs do."""
-    chars = int((width_px - 2 * CELL_PAD_PX) / (MONO_EM * size))
+    chars = line_chars(width_px, size)
     return label if len(label) <= chars else (clip(label, chars) if chars >= 2 else "")
+
+
+def line_chars(width_px: float, size: int) -> int:
+    """How many monospace characters at `size` px fit one line of a cell `width_px` wide."""
+    return int((width_px - 2 * CELL_PAD_PX) / (MONO_EM * size))
 
 
 def whole_or_none(label: str, width_px: float, size: int) -> str:
