@@ -108,7 +108,7 @@ def test_run_chapters_read_their_step(sources, tour):
     one = tour["One greedy step"]
     step = _step(greedy, one.facts)
     assert one.view == View("run", one.view.outline, recorded=sources.greedy_name, step=step.index,
-                            focus=one.view.focus)
+                            focus=one.view.focus, focus_end=one.view.focus_end)
     miss = next(i for i, (d, t) in enumerate(zip(step.draft, step.target)) if d.id != t.id)   # the greedy rule
     assert one.facts["position"] == str(miss + 1) and one.facts["accepted"] == str(miss)
     assert one.facts["target"] == f"\u201c{visible(step.target[miss].text)}\u201d"

@@ -259,7 +259,7 @@ def _emitted(trace: Trace, step: StepRecord) -> str:
         nxt = f"{carried_next(fed_next)}; {target}" if fed_next else f"Next step, {target}"
     else:
         nxt = ""
-    return (f"<div class='sv-row'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
+    return (f"<div class='sv-row sv-emitted'><b>Emitted</b> {chips}{' <b>EOS</b>' if step.eos else ''} "
             f"<span class='sv-muted'>{escape(nxt)}</span></div>")
 
 

@@ -17,6 +17,9 @@ BEFORE_REJECTED = f"{TABLE} tr:has(+ tr.sv-rejected)"       # the draft just bef
 # verdict, the text): from the first's min(1, p/q) to the second's verdict, one span on screen even where each row
 # is a stack of lines (a phone: the rows' whole stacks did not fit above the tour's sheet, and d3's verdict was under it).
 TEST_BEFORE_REJECTED, REJECTED_VERDICT = f"{BEFORE_REJECTED} td.sv-ratio", f"{REJECTED_ROW} td.sv-verdict"
+# A greedy chapter asks how many tokens the step emitted: from the rejected draft's verdict down to the Emitted line
+# (at a phone's and a projector's sizes the line sat under the sheet, below the table's bonus row).
+EMITTED = "#sv-detail .sv-emitted"
 
 
 def _first(trace: Trace | None, wanted: Callable[[StepRecord], bool]) -> StepRecord | None:
@@ -34,7 +37,8 @@ def greedy_step(trace: Trace | None, name: str) -> Chapter | None:
         return None
     at = _rejected_at(step)
     return Chapter(
-        "One greedy step", View("run", TABLE, recorded=name, step=step.index, focus=REJECTED_ROW),
+        "One greedy step", View("run", TABLE, recorded=name, step=step.index, focus=REJECTED_VERDICT,
+                                focus_end=EMITTED),
         "At step {step} the draft model proposed {k} tokens, and the target checked all of them in one forward "
         "pass. Greedy decoding keeps a draft only while it equals the target's argmax: the first {accepted} match, "
         "d{position} {draft} does not, so the target's own {target} takes its place{rest}.",
@@ -142,7 +146,7 @@ def residual_sum(trace: Trace | None, name: str) -> Chapter | None:
         "draft, with chance min(p(x), q(x)), or as the recovered token, with chance (1 − Σ min) × residual(x). Each "
         "bar stacks the two, and they add up to p(x): the output follows the target's law.",
         "For the recovered token {token}, do its two parts add up to its p?",
-        "Yes: {part} + {rest} × {residual} = {total}, and p = {p}: equal up to the stored digits (each number "
+        "Yes: {part} + {rest} × {residual} ≈ {total}, and p = {p}: equal up to the stored digits (each number "
         "is printed to three decimals).",
         {"position": str(at + 1), "token": quoted(token.text), "part": prob(part), "rest": prob(rest),
          "residual": prob(residual[token.id]), "total": prob(part + rest * residual[token.id]),
