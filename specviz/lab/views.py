@@ -40,6 +40,7 @@ TARGET_ONLY_KIND = "bonus"
 TARGET_ONLY_TIP = "target-only decoding's token: the target's own choice, no drafts (a step without drafts)"
 WHAT_IF = "sampled-draft"             # key (and recorded file lab-sampled-draft.json) of the extra run
 SAMPLED_DRAFT_TEMPERATURE = 1.0
+TAIL_CHARS = 80                         # the shared text before the first difference: its last tokens, this many chars
 
 
 @dataclass(frozen=True)
@@ -243,17 +244,27 @@ def _output_verdict(trace: Trace, reference: Trace | None, diff: Difference | No
         return f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
     badge = (f"<span class='sv-badge sv-bad'>✗ output leaves target-only decoding at token {diff.position + 1} "
              f"(step {diff.step})</span>")
-    texts = _token_texts(trace)
-    shared = "".join(texts[:diff.position])[-80:]
+    shared = _tail(_token_texts(trace)[:diff.position])
     kind = _kind_at(trace, diff.position)
     labels = kind_labels(trace.config.is_tree)
     return (f"<div class='sv-note'>{badge} <span class='sv-muted'>({where})</span></div>"
             f"<div class='sv-text sv-lab-diff'><div><span class='sv-muted'>this stage:</span> "
-            f"{escape(visible(shared))}"
+            f"{shared}"
             f"{chip(diff.got or '', kind, f'this stage emitted it as {labels.get(kind, kind)}')}…</div>"
-            f"<div><span class='sv-muted'>target-only:</span> {escape(visible(shared))}"
+            f"<div><span class='sv-muted'>target-only:</span> {shared}"
             f"{chip(diff.expected, TARGET_ONLY_KIND, TARGET_ONLY_TIP) if diff.expected is not None else chip('', 'plain')}"
             "…</div></div>")
+
+
+def _tail(texts: list[str], chars: int = TAIL_CHARS) -> str:
+    """The last tokens of `texts` (at least `chars` characters of them, whole tokens), visible, with a line break
+    allowed between tokens only (a phone broke 'is_palin' / 'drome(s)' inside a token: issue #41)."""
+    kept: list[str] = []
+    for text in reversed(texts):
+        if sum(len(token) for token in kept) >= chars:
+            break
+        kept.insert(0, text)
+    return "<wbr>".join(escape(visible(text)) for text in kept)
 
 
 def _token_texts(trace: Trace) -> list[str]:
