@@ -12,7 +12,7 @@ draft tree's axis titles sit on the part of its scrolling figure the screen show
   gives the chapter back its old focus (d2's row alone), which left d3's draw and verdict under the sheet.
 - The chapter list reads "Chapter 4 of 9 ▾" whole (the native list cut "4. A sampled step: min(1, p/q) a") and still
   moves the tour; "Hide text" folds the sheet to its row of buttons, "Show text" and the next chapter unfold it.
-- The tree's title, caption and legend stay in the box's visible part when the box is swiped to its far end
+- The tree's title, caption, legend, axis titles and gather title stay in the box's visible part when the box is swiped to its far end
   (specviz/pinned_captions.py); the plant cancels the pin with a CSS rule, and the check names what left the screen.
 Every wait is for the exact state (the chapter shown, the tree drawn and fitted), never for time.
 """
@@ -182,7 +182,10 @@ def test_the_phone_tree_titles_sit_on_screen(browser, app, monkeypatch):  # noqa
 # The tree's title, caption and legend texts drawn outside the visible part of its sideways-scrolled box.
 PINNED_JS = """() => {
     const box = document.querySelector('#sv-lab-tree'), seen = box.getBoundingClientRect();
-    return [...box.querySelectorAll('.g-gtitle text, .legendtext')].filter(t => t.textContent.trim())
+    const words = [...box.querySelectorAll('.annotation-text')]        // the axis titles and the gather's title
+        .filter(t => /^(depth|target KV cache row|The KV gather)/.test(t.textContent));
+    if (words.length < 3) return [`only ${words.length} of the axis titles and the gather's title are drawn`];
+    return [...box.querySelectorAll('.g-gtitle text, .legendtext'), ...words].filter(t => t.textContent.trim())
         .map(t => [t.textContent.slice(0, 30), t.getBoundingClientRect()])
         .filter(([, r]) => r.left < seen.left - 1 || r.right > seen.right + 1)
         .map(([words, r]) => `"${words}" is drawn at ${Math.round(r.left)}-${Math.round(r.right)} px, the box shows ` +
@@ -202,8 +205,10 @@ def test_a_swiped_tree_keeps_its_caption_and_legend_in_view(browser, app):  # no
     page.wait_for_function(SWIPED_JS)                                           # swiped to the far end, pinned
     assert page.evaluate(PINNED_JS) == []
     page.locator("#sv-lab-tree").screenshot(path=str(ARTIFACTS / "phone-tree-swiped.png"))
-    page.add_style_tag(content="#sv-lab-tree .g-gtitle, #sv-lab-tree .legend { transform: none !important; }")
+    page.add_style_tag(content="#sv-lab-tree .g-gtitle, #sv-lab-tree .legend, #sv-lab-tree .annotation "
+                               "{ transform: none !important; }")
     problems = page.evaluate(PINNED_JS)                                         # the plant: no pin
     assert any("Draft tree" in problem for problem in problems), problems
     assert any("accepted path" in problem for problem in problems), problems
+    assert any("The KV gather" in problem for problem in problems), problems
     page.close()

@@ -197,7 +197,7 @@ def _axis_titles(depth_title: str, gather_tick: int, style: FigureStyle) -> tupl
 def _panel_title(text: str, gather_share: float, style: FigureStyle) -> dict[str, Any]:
     return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.0, "xanchor": "left",
             "y": gather_share, "yanchor": "bottom", "yshift": 12, "align": "left",
-            "font": {"size": style.font_size, "color": "#222222"}}
+            "font": {"size": style.font_size, "color": "#222222"}, "name": "panel title"}
 
 
 def _node_ids(step: StepRecord, rows: dict[Any, int], style: FigureStyle) -> list[dict[str, Any]]:
