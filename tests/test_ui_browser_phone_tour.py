@@ -128,6 +128,25 @@ def test_a_sampled_chapter_lands_with_both_drafts_it_reads_above_the_sheet(brows
     page.close()
 
 
+QUESTION_IN_SIGHT_JS = """() => { const sheet = document.querySelector('.sv-tour-sheet').getBoundingClientRect();
+    const question = document.querySelector('.sv-tour-chapter:not([hidden]) .sv-tour-question summary')
+        .getBoundingClientRect();
+    return question.top >= sheet.top - 1 && question.bottom <= sheet.bottom + 1; }"""
+
+
+def test_a_long_chapters_question_stays_in_sight_at_the_sheets_bottom(browser, app):  # noqa: F811
+    """A phone's chapter 8 is longer than its sheet: the words scroll inside it, and the question ended under the fold
+    ("How many rows does the target's"). The question sticks to the sheet's bottom; the plant unsticks it."""
+    page = phone(browser, app + "?tour=8")
+    page.wait_for_selector(".sv-tour[data-ready='8']", state="attached")
+    assert page.evaluate("document.querySelector('.sv-tour-sheet').scrollHeight > "
+                         "document.querySelector('.sv-tour-sheet').clientHeight")         # the words do scroll
+    assert page.evaluate(QUESTION_IN_SIGHT_JS)
+    page.add_style_tag(content=".sv-tour .sv-tour-question:not([open]) { position: static !important; }")
+    assert not page.evaluate(QUESTION_IN_SIGHT_JS)
+    page.close()
+
+
 def test_the_chapter_list_reads_whole_and_the_sheet_folds(browser, app):  # noqa: F811
     page = phone(browser, app + "?tour=4")
     page.wait_for_selector(".sv-tour[data-ready='4']", state="attached")

@@ -24,6 +24,10 @@ SHEET_CSS = f"""
 body.sv-large .sv-tour .sv-tour-sheet {{ font-size: {LARGE_SHEET_FONT_PX}px; max-height: {SHEET_HEIGHT}; }}
 body.sv-large .gradio-container .sv-tour .sv-tour-nav button,
 body.sv-large .gradio-container .sv-tour .sv-tour-nav select {{ font-size: {LARGE_SHEET_FONT_PX}px !important; }}
+/* the question stays in sight at the sheet's bottom while a long chapter's words scroll above it (a phone's
+   chapter 8 ended at "How many rows does the target's", the question's end and its answer under the fold) */
+.sv-tour .sv-tour-question:not([open]) {{ position: sticky; bottom: 0; background: #ffffff; padding-top: 2px;
+  box-shadow: 0 -8px 8px -8px rgba(0, 0, 0, 0.35); }}
 .sv-tour[data-folded="1"] .sv-tour-chapter, .sv-tour[data-folded="1"] .sv-tour-status {{ display: none !important; }}
 .sv-tour-pick {{ display: contents; }}
 .sv-tour-pick-label {{ display: none; }}
