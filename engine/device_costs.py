@@ -11,6 +11,7 @@ before Run, naming the drafter that costs nothing per token (n-gram lookup).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from engine.metrics import expected_speedup, expected_tokens_per_step
@@ -75,6 +76,20 @@ class DeviceCosts:
             middle = (low + high) / 2
             low, high = (low, middle) if self.best(middle, cost_ratio)[1] > 1.0 else (middle, high)
         return high
+
+    def fitted(self) -> "DeviceCosts":
+        """These costs with each verify on the least-squares line through all of them over k: a verify of k + 1
+        tokens grows about linearly with k, and a few repeats per k scatter enough to move the best k between two
+        loads of the same pair (k = 5 at 2.23x in one load of the default pair on a 2-core CPU, k = 3 at 1.99x in
+        the next). Unchanged with fewer than two ks."""
+        if len(self.verify_ms) < 2:
+            return self
+        ks = [k for k, _ in self.verify_ms]
+        mean_k, mean_ms = sum(ks) / len(ks), sum(ms for _, ms in self.verify_ms) / len(ks)
+        slope = (sum((k - mean_k) * (ms - mean_ms) for k, ms in self.verify_ms)
+                 / sum((k - mean_k) ** 2 for k in ks))
+        line = tuple((k, mean_ms + slope * (k - mean_k)) for k in ks)
+        return dataclasses.replace(self, verify_ms=line)
 
     @classmethod
     def from_dict(cls, data: dict) -> "DeviceCosts":

@@ -85,3 +85,26 @@ def test_a_load_without_facts_says_only_what_it_measured():
     status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 12.0, device_costs=CPU_LIKE)
     text = load_status_text(status, RECORDED)
     assert "Measured on this CPU" in text and "fastest here" not in text
+
+
+def test_the_choice_reads_verify_costs_on_a_line_fitted_over_k():
+    """Two loads of the default pair on the same CPU named k = 5 (2.23x) and then k = 3 (1.99x): three repeats per k
+    scatter the verify costs enough to move the argmax. The choice reads them on their least-squares line over k
+    (the oracle: Python's statistics.linear_regression), so a bump at one k does not pick it; the plant (the raw,
+    bumpy costs) picks the bump."""
+    import statistics
+    ks = (1, 2, 3, 4, 5, 6, 8)
+    bumpy = DeviceCosts("cpu", "dynamic", False, target_token_ms=100.0, draft_token_ms=10.0,
+                        verify_ms=tuple((k, 100.0 + 10.0 * k + (-25.0 if k == 3 else 8.0 if k == 5 else 0.0))
+                                        for k in ks))
+    slope, intercept = statistics.linear_regression(list(ks), [ms for _, ms in bumpy.verify_ms])
+    assert all(ms == pytest.approx(intercept + slope * k) for k, ms in bumpy.fitted().verify_ms)
+    alpha = recorded_acceptance(RECORDED, SAME_PAIR)
+
+    def speedup(k: int, verify_ms: float) -> float:
+        return ((1 - alpha ** (k + 1)) / (1 - alpha)) / (k * 0.1 + verify_ms / 100.0)
+    best = max(ks, key=lambda k: speedup(k, intercept + slope * k))
+    bump = max(ks, key=lambda k: speedup(k, dict(bumpy.verify_ms)[k]))
+    assert bump == 3 and best != 3                                   # the bump would win on the raw costs
+    assert f"**k = {best} is the fastest here" in choice_text(bumpy, SAME_PAIR, RECORDED)
+    assert bumpy.best(alpha)[0] == 3                                 # the plant: unfitted, the bump is picked

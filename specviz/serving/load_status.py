@@ -51,10 +51,11 @@ def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | Non
     said = []
     alpha = recorded_acceptance(recorded, machine)
     if alpha is not None and costs.draft_token_ms is not None:
-        k, speedup = costs.best(alpha)
+        k, speedup = costs.fitted().best(alpha)
         said.append(f"At the {alpha:.0%} acceptance of this pair's recorded greedy run, **k = {k} is the fastest "
                     f"here: predicted {speedup:.2f}x over target-only decoding** (the i.i.d. model E / (k c + v) at "
-                    "these costs; the k slider sets k, and a run's own acceptance moves the best k).")
+                    "these costs, v on a line fitted over k; the k slider sets k, and a run's own acceptance moves "
+                    "the best k).")
     if machine.device == "cpu" and machine.target_dtype == "float32":
         if machine.bf16_refusal is None:
             said.append("This CPU computes bfloat16 natively (AVX-512 BF16 or AMX): **target dtype bfloat16** runs a "
