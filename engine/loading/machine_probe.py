@@ -5,7 +5,8 @@ A GPU's costs are measured at every load on its captured graphs (engine/loading/
 so the page could not say before a Run whether speculation pays here, nor which k is fastest (issue #40 item 2):
 here they are measured on the kernels a run uses (the dynamic cache), with fewer repeats than a GPU's (a 2-core
 CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (k = 7's verify is read as
-the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones). The facts say whether this CPU computes bfloat16 natively.
+the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones). The
+facts say whether this CPU computes bfloat16 natively.
 """
 
 from __future__ import annotations

@@ -73,8 +73,7 @@ def recorded_acceptance(recorded: Trace | None, machine: MachineFacts) -> float 
     if (recorded is None or recorded.config.drafter != MODEL_DRAFTER or recorded.config.is_tree
             or (recorded.config.draft, recorded.config.target) != (machine.draft, machine.target)):
         return None
-    drafted = sum(step.k for step in recorded.steps)
-    return sum(step.num_accepted for step in recorded.steps) / drafted if drafted else None
+    return recorded.summary.acceptance_rate
 
 
 def device_costs_text(costs: DeviceCosts) -> str:
