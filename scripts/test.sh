@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: set up .venv with the test tools and run the whole suite,
-# real-model and browser tests included (extra arguments go to pytest).
-# With no arguments, a second pass runs the tests that depend on the CPU's arithmetic (marker
-# cpu_arithmetic) again with the CPU capped to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2),
-# so a machine with AVX-512 or AMX fails where an AVX2-only CPU would (docs/architecture.md §6).
+# real-model and browser tests included (extra arguments go to pytest instead). The passes are below; the
+# AVX2-capped one makes a machine with AVX-512 or AMX fail where an AVX2-only CPU would (docs/architecture.md §6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
@@ -20,13 +18,30 @@ bash scripts/vllm.sh install
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1
 # The machine the suite ran on, so its time and any CPU-specific failure can be read against it.
 .venv/bin/python -c "from engine.cli.machine import describe_machine as d; print('machine:', d())"
-# -m "" selects every marker: real models, the browser and the real vLLM server included.
-# --durations=10 prints the ten slowest tests, so the next slow one is seen.
-started=$SECONDS
-.venv/bin/python -m pytest -m "" -q --durations=10 "$@"
-echo "suite: $((SECONDS - started)) s"
-[ "$#" -eq 0 ] || exit 0
+# With no arguments the suite runs in three passes:
+# 1. every test but the one that needs most of the memory, on two workers (pytest-xdist, one module per worker
+#    at a time so a module's browser, app and servers stay with it): the suite waits on browsers, servers and
+#    single-threaded Python about half the time, and the second worker fills the idle core (docs/architecture.md §6);
+# 2. the tests marked needs_most_memory alone, in a process that holds no other server (tests/memory_room.py);
+# 3. the cpu_arithmetic tests again with the CPU capped to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2).
+# --durations prints the slowest tests of each pass, so the next slow one is seen.
+# With arguments, one plain pytest run of what they select (every marker included).
+pytest=(.venv/bin/python -m pytest -q)
+if [ "$#" -gt 0 ]; then
+  exec "${pytest[@]}" -m "" --durations=10 "$@"
+fi
+# Every pass runs even when one fails (its failures are printed); the script fails with the first failed pass.
+failed=0
+run_pass() {   # run_pass NAME PYTEST-ARGUMENTS...: one pass, timed
+  local name=$1 started=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  echo "$name: $((SECONDS - started)) s$([ "$status" = 0 ] || echo ", FAILED (exit $status)")"
+  [ "$failed" != 0 ] || failed=$status
+}
+run_pass "suite on two workers" "${pytest[@]}" -m "not needs_most_memory" -n 2 --dist loadfile --durations=10
+run_pass "tests that need most of the memory" "${pytest[@]}" -m needs_most_memory --durations=3
 echo "Portability pass: the cpu_arithmetic tests again with the CPU capped to AVX2..."
-started=$SECONDS
-ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python -m pytest -m cpu_arithmetic -q --durations=5
-echo "portability pass: $((SECONDS - started)) s"
+run_pass "portability pass" env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
+  "${pytest[@]}" -m cpu_arithmetic -n 2 --dist loadfile --durations=5
+exit "$failed"

@@ -48,6 +48,14 @@ DATA_FIGURES = [
     ("docs/architecture.md", "(at most {} s, the process's first run", "vllm-first-step.json",
      "first_chunk_to_first_step_s/max", ".2f"),
     ("docs/architecture.md", "first run; {} runs on a loaded", "vllm-first-step.json", "first_chunk_to_first_step_s/n", "d"),
+    ("docs/architecture.md", "({} % of two cores idle over", "suite-times-2026-11-29.json", "runs/2/idle_cpu_percent",
+     ".1f"),
+    ("docs/architecture.md", "one worker ran the suite in {} s", "suite-times-2026-11-29.json", "runs/0/wall_s", ".1f"),
+    ("docs/architecture.md", "({} s of\nit the default pair's", "suite-times-2026-11-29.json", "needs_most_memory_module_s",
+     ".1f"),
+    ("docs/architecture.md", "two workers ran the other {} tests", "suite-times-2026-11-29.json", "runs/1/passed", "d"),
+    ("docs/architecture.md", "tests in {} s, with", "suite-times-2026-11-29.json", "runs/1/wall_s", ".1f"),
+    ("docs/architecture.md", "\n{} % of the CPU idle", "suite-times-2026-11-29.json", "runs/1/idle_cpu_percent", ".1f"),
     ("docs/benchmark.md", 'after "abc" at T = {}, 3000', "vllm-cpu-sampler-fix-law.json", "temperature", "g"),
     ("docs/benchmark.md", "a total variation of {} from the exact law as shipped", "vllm-cpu-sampler-fix-law.json",
      "rows/1/total_variation", ".3f"),
@@ -72,6 +80,7 @@ NOT_MEASURED = [
     r"k up to 8|128 new tokens|trees of 16 nodes|20 MB|32 waiting|three hours",   # hosted limits (settings)
     r"1440 px|1280 x|390 x|1440 x",                   # window sizes the docs name
     r"0\.1 s",                                        # a UI polling interval (a setting)
+    r"finish within 30 minutes",                      # the house's limit on the test command (a rule)
     r"gpu_seconds|can make at worst|hosted mode's limits",   # ZeroGPU allowances the code sets, said to be so
     r"silent for 60 s|read timeout \(60 s\)",        # a time-out (a setting)
     r"most every 3 s",                                # a redraw interval (a setting)
