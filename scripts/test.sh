@@ -16,6 +16,10 @@ fi
 # The `vllm` tests run a real vLLM server from its own environment (.venv-vllm, about 3.5 GB once).
 bash scripts/vllm.sh install
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1
+# Two workers each run torch on every core: OpenMP threads that spin while they wait for work then take the cores
+# from the other worker's threads (the AVX2-capped pass took 308 s on two workers, 108 s on one). Passive
+# threads sleep instead; the numbers they compute are the same (benchmarks/data/suite-times-2026-11-29.json).
+export OMP_WAIT_POLICY=PASSIVE
 # The machine the suite ran on, so its time and any CPU-specific failure can be read against it.
 .venv/bin/python -c "from engine.cli.machine import describe_machine as d; print('machine:', d())"
 # With no arguments the suite runs in three passes:
