@@ -106,7 +106,8 @@ start() {
   [ -z "$spec" ] || args+=(--speculative-config "$spec" --per-request-spec-decode-metrics detailed)
   [ "$tp" = 1 ] || args+=(--tensor-parallel-size "$tp")
   # On a CPU, compute on every core: vLLM 0.32 keeps one for its API process whatever OMP_NUM_THREADS says, and
-  # binding them all made its rows 1.2-1.35x faster on a 2-core machine (docs/benchmark.md, "vLLM beside SpecViz").
+  # binding them all made its target-only and draft-model rows faster on a 2-core machine, and its n-gram rows
+  # barely (docs/benchmark.md, "vLLM beside SpecViz", has the measured ratios).
   have_gpu || export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-4}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}" \
     VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-0-$(( $(nproc) - 1 ))}"
   export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1

@@ -11,7 +11,6 @@ stream (tests/vllm_oracle.py), never the per-step arrays the trace was split fro
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import pytest
@@ -19,15 +18,14 @@ import pytest
 from engine.config import SpecConfig
 from engine.decode.baseline import target_only
 from engine.metrics import NEAR_TIE_LOGITS
-from memory_room import GIB, make_room
+from memory_room import GIB
 from vllm_oracle import Reference as StepReference
-from vllm_oracle import compare, reference
-from vllm_session import EAGER
+from vllm_oracle import agree_up_to_a_near_tie, reference
+from vllm_session import default_pair_server, streamed
 
 pytestmark = [pytest.mark.real_models, pytest.mark.vllm, pytest.mark.needs_most_memory]
 K, TOKENS = 5, 24
 PROMPTS = ("Write a Python function that reverses a string.", "What does a hash table do?")
-STARTUP_TIMEOUT_S = 1800.0      # about a minute alone, eager (tests/vllm_session.py EAGER); far longer when busy
 SERVER_PEAK_BYTES = 16 * GIB    # measured 2026-11-28: its three processes 15.6 GiB at their peak (the worker 13.9)
 
 
@@ -68,37 +66,16 @@ def references() -> dict[str, Reference]:
 
 @pytest.fixture(scope="module")
 def default_vllm(references, tmp_path_factory, shared_servers):
-    """The server, started once there is room for it (tests/memory_room.py); a server that died during the
-    module (the kernel's OOM killer, a crash) fails the teardown with the end of its log."""
-    from engine.loading.model_folders import preset_folders
-    from engine.vllm.server import ServerSpec, start_server, vllm_python
-    if vllm_python() is None:
-        pytest.skip("no vLLM environment (.venv-vllm): scripts/test.sh installs it")
-    make_room(SERVER_PEAK_BYTES, shared_servers.stop_all, "The default pair's float32 vLLM server")
-    target, draft = preset_folders("qwen-coder")
-    spec = ServerSpec(target=target, draft=draft, method="draft_model", k=K, dtype="float32", max_model_len=1024,
-                      kv_cache_gib=1, extra_args=EAGER)
-    server = start_server(spec, tmp_path_factory.mktemp("vllm-default") / "server.log", timeout_s=STARTUP_TIMEOUT_S)
-    yield str(server.address)
-    died = server.process.poll() is not None or "died unexpectedly" in server.log.read_text(errors="replace")
-    server.stop()
-    if died:
-        tail = "\n".join(server.log.read_text(errors="replace").splitlines()[-15:])
-        pytest.fail(f"The default pair's vLLM server died during the module (log: {server.log}):\n{tail}")
-
-
-def streamed(url: str, prompt: str):
-    from engine.vllm.source import start_generation
-    generation = start_generation(url, prompt, SpecConfig(k=K, max_new_tokens=TOKENS))
-    while not generation.is_done:
-        generation.step()
-    return generation
+    """The server (draft model, k = K), started once there is room for it (tests/vllm_session.py)."""
+    with default_pair_server(tmp_path_factory.mktemp("vllm-default"), "draft_model", K, SERVER_PEAK_BYTES,
+                             shared_servers.stop_all) as url:
+        yield url
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_greedy_output_is_specviz_target_only_up_to_a_near_tie(default_vllm, references, prompt):
     reference = references[prompt]
-    trace = streamed(default_vllm, prompt).trace()
+    trace = streamed(default_vllm, prompt, SpecConfig(k=K, max_new_tokens=TOKENS)).trace()
     assert list(trace.prompt.token_ids) == reference.prompt_ids, "the server's chat template formatted it otherwise"
     theirs, ours = trace.output.token_ids, reference.output
     differ = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), None)
@@ -115,15 +92,7 @@ def test_the_trace_takes_specvizs_steps(default_vllm, references, prompt):
     where one of SpecViz's engine's steps does, verifies and accepts as many drafts and emits its tokens. Past
     a token where vLLM's kernels round a near tie the other way the runs part: the steps before it are
     compared, and the tie is reported with its margin (a warning), never passed silently."""
-    generation = streamed(default_vllm, prompt)
-    trace = generation.trace()
-    agreement = compare(trace, references[prompt].steps)
-    token_problems = [p for p in agreement.problems if p.startswith("token ")]
-    step_problems = [p for p in agreement.problems if not p.startswith("token ")]
-    assert step_problems == []
-    for problem in token_problems:
-        margin = float(problem.rsplit(": ", 1)[1].rstrip(")"))
-        assert margin < NEAR_TIE_LOGITS, problem
-        warnings.warn(f"near tie on the default pair ({prompt!r}): {problem}")
+    trace = streamed(default_vllm, prompt, SpecConfig(k=K, max_new_tokens=TOKENS)).trace()
+    agreement = agree_up_to_a_near_tie(trace, references[prompt].steps, f"the default pair, {prompt!r}")
     assert agreement.steps_compared >= 3 and max(step.num_accepted for step in trace.steps) >= 2
     assert trace.config.engine == "vllm 0.32.0" and trace.config.k == K and trace.split is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 TINY_SHAPE = {"hidden_size": 256, "num_layers": 2, "num_heads": 4}   # head size 64
 K = 3
@@ -81,3 +81,43 @@ def start_tiny_server(folder: Path, method: str, spec_metrics: str = "detailed",
                       fix_cpu_sampler=fix_cpu_sampler, extra_args=EAGER)
     server = start_server(spec, folder / "server.log", timeout_s=STARTUP_TIMEOUT_S)
     return TinyVllm(server, folder, str(server.address))
+
+
+DEFAULT_PAIR_STARTUP_TIMEOUT_S = 1800.0     # about a minute alone, eager; far longer when busy
+
+
+@contextmanager
+def default_pair_server(folder: Path, method: str, k: int, need_bytes: int,
+                        stop_shared: Callable[[], list[str]]) -> Iterator[str]:
+    """The default pair (qwen-coder) served in float32 by `method` (draft_model, or ngram on vLLM's default
+    lookup, the target alone), eager, max_model_len 1024, once there is room for it (tests/memory_room.py);
+    yields its URL. A server that died meanwhile (the kernel's OOM killer, a crash) fails with its log's end."""
+    import pytest
+
+    from engine.loading.model_folders import preset_folders
+    from engine.vllm.server import ServerSpec, start_server
+    from memory_room import make_room
+    require_vllm()
+    make_room(need_bytes, stop_shared, f"The default pair's float32 vLLM server ({method})")
+    target, draft = preset_folders("qwen-coder")
+    spec = ServerSpec(target=target, draft=draft if method == "draft_model" else None, method=method, k=k,
+                      dtype="float32", max_model_len=1024, kv_cache_gib=1, extra_args=EAGER)
+    server = start_server(spec, folder / "server.log", timeout_s=DEFAULT_PAIR_STARTUP_TIMEOUT_S)
+    try:
+        yield str(server.address)
+    finally:
+        died = server.process.poll() is not None or "died unexpectedly" in server.log.read_text(errors="replace")
+        server.stop()
+    if died:
+        tail = "\n".join(server.log.read_text(errors="replace").splitlines()[-15:])
+        pytest.fail(f"The default pair's vLLM server ({method}) died during the module (log: {server.log}):\n{tail}")
+
+
+def streamed(url: str, prompt: str, config: object, method: str = "draft_model"):
+    """A run of `prompt` with `config` (an engine.config.SpecConfig) on the server at `url`, streamed to its end
+    through engine/vllm/source.py; the generation (its `trace()` is the split trace)."""
+    from engine.vllm.source import start_generation
+    generation = start_generation(url, prompt, config, method=method)
+    while not generation.is_done:
+        generation.step()
+    return generation
