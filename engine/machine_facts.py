@@ -18,3 +18,5 @@ class MachineFacts:
     target_dtype: str
     bf16_refusal: str | None         # a CPU: None where it computes bfloat16 natively, else why a bfloat16
                                      # target would not pay, one sentence; None off a CPU (a GPU's is bfloat16)
+    others_busy: float | None = None  # the share of the CPUs other programs used while a CPU's costs were measured
+                                     # (engine/runtime/cpu/others_share.py); None off a CPU or where unknown

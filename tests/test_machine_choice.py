@@ -11,6 +11,9 @@ load is the tiny random pair's, preloaded as app.py does it."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -18,8 +21,9 @@ from app import EngineRunner
 from engine.device_costs import DeviceCosts
 from engine.machine_facts import MachineFacts
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+from engine.runtime.cpu.others_share import CpuTimes, now, others_share, read_cpu_times
 from specviz.assets import load_demo_trace
-from specviz.serving.load_status import choice_text, load_status_text, recorded_acceptance
+from specviz.serving.load_status import BUSY_SHARE, choice_text, load_status_text, recorded_acceptance
 from specviz.serving.runner import LoadStatus, ModelChoice
 
 RECORDED = load_demo_trace().trace                      # the page's recorded greedy run of the default pair
@@ -73,6 +77,7 @@ def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
     assert costs.ks == [1, 2, 3, 4, 5, 6, 8] and costs.target_token_ms > 0 and costs.draft_token_ms > 0
     assert machine.device == "cpu" and machine.target_dtype == "float32" and machine.draft
     assert machine.bf16_refusal == native_bf16_refusal()             # this CPU's own answer
+    assert machine.others_busy is not None and 0.0 <= machine.others_busy <= 1.0     # read from /proc/stat
     text = load_status_text(status, RECORDED)
     assert "**Measured on this CPU when the pair loaded** (dynamic cache, no graphs)" in text
     said = ("This CPU computes bfloat16 natively" if machine.bf16_refusal is None
@@ -108,3 +113,49 @@ def test_the_choice_reads_verify_costs_on_a_line_fitted_over_k():
     assert bump == 3 and best != 3                                   # the bump would win on the raw costs
     assert f"**k = {best} is the fastest here" in choice_text(bumpy, SAME_PAIR, RECORDED)
     assert bumpy.best(alpha)[0] == 3                                 # the plant: unfitted, the bump is picked
+
+
+def test_the_share_other_programs_used_is_their_busy_time_over_every_cpus_time():
+    """By hand from two /proc/stat lines 100 ticks a second apart: the machine was busy 3.5 s (user 2.0, system 0.5,
+    steal 1.0: another virtual machine's) and idle 1.0 s; this process used 0.5 s of it; others 3.0 of 4.5 s."""
+    before = read_cpu_times("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3", 1.0, 100)
+    after = read_cpu_times("cpu  300 0 100 900 50 0 0 100 0 0\ncpu0 1 2 3", 1.5, 100)
+    assert (after.busy_s - before.busy_s, after.idle_s - before.idle_s) == (3.5, 1.0)
+    assert others_share(before, after) == pytest.approx(3.0 / 4.5)
+    assert others_share(before, CpuTimes(before.busy_s + 1.0, before.idle_s + 1.0, before.own_s + 1.0)) == 0.0
+    with pytest.raises(ValueError, match="all-CPU line"):
+        read_cpu_times("intr 1 2 3", 0.0, 100)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux's /proc/stat")
+def test_a_program_spinning_beside_the_measurement_is_counted_whole():
+    """The law on a real machine, busy or idle: the time another program spent on the CPUs while SpecViz measured is
+    inside what the share counts (its own CPU time, /proc/PID/stat, less two ticks of rounding). The test waits for
+    the spinner to have used half a second of CPU, not for a time to pass."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s(pid: int) -> float:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks             # utime, stime
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        before, spun = now(), cpu_s(spinner.pid)
+        while cpu_s(spinner.pid) - spun < 0.5:
+            os.sched_yield()
+        after, spun = now(), cpu_s(spinner.pid) - spun
+    finally:
+        spinner.kill()
+        spinner.wait()
+    capacity = (after.busy_s + after.idle_s) - (before.busy_s + before.idle_s)
+    assert others_share(before, after) * capacity >= spun - 2 / ticks, (others_share(before, after), capacity, spun)
+
+
+def test_costs_measured_beside_other_programs_are_said_to_be_high():
+    status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 12.0, device_costs=CPU_LIKE)
+    for share, warned in ((None, False), (BUSY_SHARE - 0.01, False), (BUSY_SHARE, True), (0.62, True)):
+        text = load_status_text(dataclasses.replace(status, machine=dataclasses.replace(SAME_PAIR, others_busy=share)),
+                                RECORDED)
+        assert ("while these costs were measured" in text) == warned, (share, text)
+    assert "**Other programs used 62% of this machine's CPUs while these costs were measured**" in text
+    assert text.index("Other programs used") < text.index("fastest here")   # said beside the costs, before the choice

@@ -6,7 +6,8 @@ so the page could not say before a Run whether speculation pays here, nor which 
 here they are measured on the kernels a run uses (the dynamic cache), with fewer repeats than a GPU's (a 2-core
 CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (k = 7's verify is read as
 the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones). The
-facts say whether this CPU computes bfloat16 natively.
+facts say whether this CPU computes bfloat16 natively, and how much of the CPUs other programs used while the
+costs were measured (a busy machine's costs come out high: the page says so).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from engine.device_costs import DeviceCosts
 from engine.loading.cost_probe import measure_costs
 from engine.machine_facts import MachineFacts
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+from engine.runtime.cpu.others_share import while_measuring
 
 CPU_PROBED_KS = (1, 2, 3, 4, 5, 6, 8)
 CPU_WARMUPS, CPU_REPEATS = 1, 3
@@ -25,10 +27,12 @@ CPU_WARMUPS, CPU_REPEATS = 1, 3
 
 def probe_machine(pair: ModelPair, report: Callable[[float, str], None]) -> tuple[DeviceCosts | None, MachineFacts]:
     """The loaded pair's device costs (a GPU's from its load; a CPU's measured now) and this machine's facts."""
-    costs = pair.device_costs
+    costs, others = pair.device_costs, None
     if costs is None and pair.device.type == "cpu":
         report(0.99, "measuring this CPU's costs: a target token, and k drafts with their verify for k = 1 to 8")
-        costs = pair.device_costs = measure_costs(pair, "dynamic", CPU_PROBED_KS, CPU_WARMUPS, CPU_REPEATS)
+        costs, others = while_measuring(lambda: measure_costs(pair, "dynamic", CPU_PROBED_KS, CPU_WARMUPS,
+                                                              CPU_REPEATS))
+        pair.device_costs = costs
     refusal = native_bf16_refusal() if pair.device.type == "cpu" else None
     return costs, MachineFacts(pair.device.type, "" if pair.draft is None else pair.draft_name, pair.target_name,
-                               pair.draft_dtype if pair.draft is not None else "", pair.target_dtype, refusal)
+                               pair.draft_dtype if pair.draft is not None else "", pair.target_dtype, refusal, others)

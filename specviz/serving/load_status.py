@@ -20,6 +20,7 @@ from specviz.serving.runner import LoadStatus, Runner
 
 TICK_S = 1.0
 LATENCY_BOUND_C = 0.5        # above this, say why a small draft costs nearly what the target does
+BUSY_SHARE = 0.2             # other programs used at least this share of the CPUs while the costs were measured
 
 
 def load_status_text(status: LoadStatus | None, recorded: Trace | None = None) -> str:
@@ -41,7 +42,18 @@ def load_status_text(status: LoadStatus | None, recorded: Trace | None = None) -
     if status.device_costs is None:
         return ready
     choice = "" if status.machine is None else choice_text(status.device_costs, status.machine, recorded)
-    return f"{ready}\n\n{device_costs_text(status.device_costs)}" + (f"\n\n{choice}" if choice else "")
+    busy = "" if status.machine is None else busy_text(status.machine)
+    return (f"{ready}\n\n{device_costs_text(status.device_costs)}" + (f" {busy}" if busy else "")
+            + (f"\n\n{choice}" if choice else ""))
+
+
+def busy_text(machine: MachineFacts) -> str:
+    """A warning when other programs used BUSY_SHARE or more of the CPUs while the costs were measured ("" else)."""
+    if machine.others_busy is None or machine.others_busy < BUSY_SHARE:
+        return ""
+    return (f"**Other programs used {machine.others_busy:.0%} of this machine's CPUs while these costs were "
+            "measured**, so they are likely higher than a quiet machine's and the fastest k below may be too small; "
+            "restart the app when the machine is quiet to measure them again.")
 
 
 def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | None) -> str:
