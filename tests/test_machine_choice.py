@@ -159,3 +159,47 @@ def test_costs_measured_beside_other_programs_are_said_to_be_high():
         assert ("while these costs were measured" in text) == warned, (share, text)
     assert "**Other programs used 62% of this machine's CPUs while these costs were measured**" in text
     assert text.index("Other programs used") < text.index("fastest here")   # said beside the costs, before the choice
+
+
+class PlantedClock:
+    """A step clock reading planted times, one per mark: what a busy machine does to one repeat, without timing."""
+
+    def __init__(self, times: list[float]):
+        self.times = iter(times)
+
+    def mark(self) -> float:
+        return next(self.times)
+
+    def between(self, start: float, end: float) -> float:
+        return end - start
+
+
+def test_a_cpus_probe_keeps_each_phases_fastest_repeat_where_a_gpus_keeps_the_mean():
+    """Three repeats of a k = 1 step (marks: start, drafted, verified), the second one's draft slowed to 10 ms by
+    another program: the CPU's probe keeps 1 ms, the mean would say 4; the target token likewise."""
+    from engine.decode.kv import KVCache
+    from engine.loading.cost_probe import CONTEXT_TOKENS, _mean, _time_step, _time_target_tokens
+    from engine.loading.tiny import build_tiny_pair
+    pair = build_tiny_pair()
+    target, draft = (KVCache(model, pair.vocab_size, None, CONTEXT_TOKENS + 2) for model in (pair.target, pair.draft))
+    for cache in (target, draft):
+        cache.forward([5, 6, 7], num_logits=1)
+    marks = [0, 1, 3, 3, 13, 15, 15, 16, 18]
+    assert _time_step(target, draft, PlantedClock(marks), 1, 0, 3, min) == (1, 2)
+    assert _time_step(target, draft, PlantedClock(marks), 1, 0, 3, _mean) == (4, 2)
+    assert _time_target_tokens(target, PlantedClock([0, 5, 5, 25, 25, 30]), 0, 3, min) == 5      # each repeat alone
+    assert _time_target_tokens(target, PlantedClock([0, 30]), 0, 3) == 10                        # one interval / 3
+
+
+def test_the_cpus_probe_at_load_asks_for_the_fastest_repeats(monkeypatch):
+    """Through measure_costs as engine/loading/machine_probe.py calls it: the planted slow repeat is not in the costs."""
+    import engine.loading.cost_probe as cost_probe
+    from engine.loading.machine_probe import probe_machine
+    from engine.loading.tiny import build_tiny_pair
+    marks = [0, 1, 3, 3, 13, 15, 15, 16, 18] + [20, 25, 25, 45, 45, 50]     # the k = 1 steps, then 3 target tokens
+    monkeypatch.setattr(cost_probe, "StepClock", lambda device: PlantedClock(marks))
+    monkeypatch.setattr("engine.loading.machine_probe.CPU_PROBED_KS", (1,))
+    monkeypatch.setattr("engine.loading.machine_probe.CPU_WARMUPS", 0)
+    pair = build_tiny_pair()
+    costs, _ = probe_machine(pair, lambda fraction, message: None)
+    assert (costs.target_token_ms, costs.draft_token_ms, costs.verify_ms) == (5, 1, ((1, 2),))

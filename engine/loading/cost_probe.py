@@ -14,10 +14,16 @@ phase timed as a run does it, after a short synthetic context and rolled back ea
 
 Timed with the step clock (device events on CUDA, no sync between repeats). A few hundred
 milliseconds on a GPU; it runs when a pair loads there (engine/loading/speed_up.py), and with fewer repeats
-when the default pair loads on a CPU (engine/loading/machine_probe.py).
+when the default pair loads on a CPU (engine/loading/machine_probe.py). Each phase is the mean of its repeats,
+or with `fastest` the fastest repeat: a CPU shared with other programs (the page's own browser rendering as the
+app loads) slows some repeats and never speeds one up, so the fastest is what this machine does when it is left
+to the run (the mean of three read c = 0.20-0.23 and v = 1.19-1.40 beside a browser opening the page, against
+0.15 and 1.07 without one).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -35,9 +41,10 @@ GREEDY = SamplingParams()    # the phases' own work on the logits, as a greedy r
 
 
 def measure_costs(pair: ModelPair, cache: str = "auto", ks: tuple[int, ...] = PROBED_KS, warmups: int = WARMUPS,
-                  repeats: int = REPEATS) -> DeviceCosts:
-    """Time the pair's phases on its device, each the mean of `repeats` after `warmups`; `cache` as
-    SpecConfig.cache."""
+                  repeats: int = REPEATS, fastest: bool = False) -> DeviceCosts:
+    """Time the pair's phases on its device, each the mean of `repeats` after `warmups` (with `fastest`, the
+    fastest of them); `cache` as SpecConfig.cache."""
+    keep = min if fastest else _mean
     kind = resolve_cache(cache, pair.device.type)
     context = [token % pair.vocab_size for token in range(100, 100 + CONTEXT_TOKENS)]
     clock = StepClock(pair.device)
@@ -48,10 +55,10 @@ def measure_costs(pair: ModelPair, cache: str = "auto", ks: tuple[int, ...] = PR
         if pair.draft is not None:
             draft = _cache(pair, "draft", kind, max(ks) + 1)
             draft.forward(context, num_logits=1)
-        steps = {k: _time_step(target, draft, clock, k, warmups, repeats) for k in ks}
+        steps = {k: _time_step(target, draft, clock, k, warmups, repeats, keep) for k in ks}
         # the target token last, on warm kernels: timed first, right after a CPU load, one warm-up left it at 225 ms
         # against 128-152 ms in other loads, and a verify of 6 tokens came out cheaper than one token (v = 0.90)
-        target_ms = _time_target_tokens(target, clock, warmups, repeats)
+        target_ms = _time_target_tokens(target, clock, warmups, repeats, keep)
         target.release()
         if draft is not None:
             draft.release()
@@ -81,25 +88,39 @@ def _next_token(kv: KVCache, token: torch.Tensor) -> torch.Tensor:
     return choose(logits, to_probs(logits, GREEDY), GREEDY, None)                  # (1,)
 
 
-def _time_target_tokens(target: KVCache, clock: StepClock, warmups: int, repeats: int) -> float:
-    """Milliseconds of one target-only decoding token, back to back, each rolled back."""
+def _mean(times: list[float]) -> float:
+    return sum(times) / len(times)
+
+
+def _time_target_tokens(target: KVCache, clock: StepClock, warmups: int, repeats: int,
+                        keep: Callable[[list[float]], float] = _mean) -> float:
+    """Milliseconds of one target-only decoding token, back to back, each rolled back: `keep` of the repeats
+    (the mean is read from one interval over all of them, with no mark between)."""
     token = torch.ones(1, dtype=torch.long, device=target.device)                  # on the device: no copy between repeats
     for _ in range(warmups):
         _next_token(target, token)
         target.cutoff(1)
-    start = clock.mark()
+    if keep is _mean:
+        start = clock.mark()
+        for _ in range(repeats):
+            _next_token(target, token)
+            target.cutoff(1)
+        return clock.between(start, clock.mark()) / repeats
+    times = []
     for _ in range(repeats):
+        start = clock.mark()
         _next_token(target, token)
         target.cutoff(1)
-    return clock.between(start, clock.mark()) / repeats
+        times.append(clock.between(start, clock.mark()))
+    return keep(times)
 
 
 def _time_step(target: KVCache, draft: KVCache | None, clock: StepClock, k: int, warmups: int,
-               repeats: int) -> tuple[float, float]:
+               repeats: int, keep: Callable[[list[float]], float] = _mean) -> tuple[float, float]:
     """(milliseconds of k chained draft tokens, of a verify of k + 1 tokens), the two taking turns as
-    in a step, each the mean of `repeats` after `warmups`; without a draft model, verifies alone."""
+    in a step, each `keep` of `repeats` after `warmups`; without a draft model, verifies alone."""
     rows = torch.arange(1, k + 2, device=target.device)                            # (k + 1,)
-    drafting = verifying = 0.0
+    drafting, verifying = [], []
     for repeat in range(warmups + repeats):
         start = clock.mark()
         if draft is not None:
@@ -112,6 +133,6 @@ def _time_step(target: KVCache, draft: KVCache | None, clock: StepClock, k: int,
         target.cutoff(k + 1)
         verified = clock.mark()
         if repeat >= warmups:
-            drafting += clock.between(start, drafted)
-            verifying += clock.between(drafted, verified)
-    return drafting / repeats, verifying / repeats
+            drafting.append(clock.between(start, drafted))
+            verifying.append(clock.between(drafted, verified))
+    return keep(drafting), keep(verifying)

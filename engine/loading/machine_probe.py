@@ -5,7 +5,8 @@ A GPU's costs are measured at every load on its captured graphs (engine/loading/
 so the page could not say before a Run whether speculation pays here, nor which k is fastest (issue #40 item 2):
 here they are measured on the kernels a run uses (the dynamic cache), with fewer repeats than a GPU's (a 2-core
 CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (k = 7's verify is read as
-the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones). The
+the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones), each
+phase the fastest of its repeats (cost_probe.py: the page's own browser slows some). The
 facts say whether this CPU computes bfloat16 natively, and how much of the CPUs other programs used while the
 costs were measured (a busy machine's costs come out high: the page says so).
 """
@@ -31,7 +32,7 @@ def probe_machine(pair: ModelPair, report: Callable[[float, str], None]) -> tupl
     if costs is None and pair.device.type == "cpu":
         report(0.99, "measuring this CPU's costs: a target token, and k drafts with their verify for k = 1 to 8")
         costs, others = while_measuring(lambda: measure_costs(pair, "dynamic", CPU_PROBED_KS, CPU_WARMUPS,
-                                                              CPU_REPEATS))
+                                                              CPU_REPEATS, fastest=True))
         pair.device_costs = costs
     refusal = native_bf16_refusal() if pair.device.type == "cpu" else None
     return costs, MachineFacts(pair.device.type, "" if pair.draft is None else pair.draft_name, pair.target_name,
