@@ -1,7 +1,7 @@
 """bench.py: SpecViz's engine against target-only decoding and transformers' assisted
 generation, in one process on one machine (docs/benchmark.md).
 
-    python bench.py                      # the default rows: 10 rows, 5 prompts, 32 tokens
+    python bench.py                      # the default rows, 5 prompts, 32 tokens (+ a bf16 target where native)
     python bench.py --grid --repeats 2   # every configuration (benchmarks/configurations.py)
     python bench.py --quick              # tiny-random: checks that everything runs, in a minute
     python bench.py --device cuda        # on a GPU: eager against CUDA graphs, transformers' assisted generation
@@ -40,7 +40,7 @@ from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row
 from benchmarks.runners import load_pairs, measure
 from benchmarks.startup import measure_startup, startup_line
-from benchmarks.table import closing_note, markdown, table_row
+from benchmarks.table import closing_note, markdown, phase_lines, table_row
 from benchmarks.load_rows import load_lines
 from benchmarks.vllm_peer import peer_line
 from engine.cli.machine import describe_machine, machine_record, provenance
@@ -62,37 +62,38 @@ def run(args: argparse.Namespace) -> dict:
     cpu = machine_record()                          # the CPU, its kernel flags and its load as the run starts
     preset = "tiny-random" if args.quick else args.preset
     startup = {} if args.no_startup or suite.device == "cuda" else measure_startup(preset)
-    configurations = selected(args.grid, args.only, args.k, suite)
+    configurations = selected(args.grid, args.only, args.k, suite, native_bf16=_native_bf16(suite, preset))
     random_weights = Path(args.random_weights) if args.random_weights else None
     pairs = load_pairs(preset, configurations, suite, random_weights, device=args.device,
                        shape="small" if args.quick else "default")
     rows: list[Row] = []
-    table: list[dict] = []
-    greedy_reference = None
-    for temperature in args.temperatures:
-        base = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens, seed=0)
-        reference = None
-        target_only: dict[str, object] = {}          # pair -> its target-only outputs (greedy identity of its target)
-        measured: list[tuple[Row, object]] = []
-        for configuration in configurations:
+    measured: dict[float, list[tuple[Row, object]]] = {temperature: [] for temperature in args.temperatures}
+    stock: dict[float, dict] = {}            # temperature -> the stock target-only outputs (greedy rows' identity)
+    own_target: dict[str, dict] = {}         # pair -> its greedy target-only outputs (the bf16 target's identity)
+    # Each configuration runs at every temperature back to back, so its greedy and sampled rows are minutes apart:
+    # a machine's speed drifts over a run, and with every greedy row first the prepacked target-only row read 30 %
+    # slower at T = 0.7 (2026-11-28), where alternating the two in one process measured no gap (docs/benchmark.md).
+    for configuration in configurations:
+        for temperature in args.temperatures:
             name = configuration.label(args.k)
             print(f"  T={temperature:g} {name}", file=sys.stderr)
             row = Row(name, temperature)
-            config = base.replace(**configuration.changes)
+            config = SpecConfig(k=args.k, temperature=temperature, max_new_tokens=args.max_new_tokens,
+                                seed=0).replace(**configuration.changes)
             outputs = measure(configuration, row, pairs[configuration.pair], config, args.repeats,
-                              reference if temperature == 0 else None)
+                              stock.get(0.0) if temperature == 0 else None)
             if configuration.name == suite.reference_stock:
-                reference = outputs
+                stock[temperature] = outputs
                 row.identical = True if temperature == 0 else None
-                if temperature == 0:
-                    greedy_reference = outputs
-            if configuration.kind == TARGET_ONLY:
-                target_only[configuration.pair] = outputs
+            if configuration.kind == TARGET_ONLY and temperature == 0:
+                own_target[configuration.pair] = outputs
             if configuration.pair == BF16_PAIR and temperature == 0:     # the same bf16 target's own output
-                row.identical = outputs == target_only.get(BF16_PAIR)
+                row.identical = outputs == own_target.get(BF16_PAIR)
             rows.append(row)
-            measured.append((row, configuration))
-        table += [table_row(row, configuration, rows, args.k, suite) for row, configuration in measured]
+            measured[temperature].append((row, configuration))
+    table = [table_row(row, configuration, rows, args.k, suite)
+             for temperature in args.temperatures for row, configuration in measured[temperature]]
+    greedy_reference = stock.get(0.0)
     peer = _peer(args, suite, preset, pairs, rows, table, greedy_reference) if _wants_peer(args, suite) else None
     results = {"preset": preset, "device": suite.device, "random_weights": random_weights is not None,
                **provenance(args.argv), "machine": describe_machine(), "cpu": cpu | {"load_average_after": machine_record()["load_average"]},
@@ -113,6 +114,16 @@ def run(args: argparse.Namespace) -> dict:
     return results
 
 
+
+
+def _native_bf16(suite, preset: str) -> bool:
+    """Whether this CPU computes bfloat16 natively (engine/runtime/cpu/native_bf16.py), so the default run adds the
+    bfloat16 target's rows: the fastest exact configuration there. Not for tiny-random (--quick), whose rows only
+    check that everything runs."""
+    if suite.device != "cpu" or preset == "tiny-random":
+        return False
+    from engine.runtime.cpu.native_bf16 import native_bf16_refusal
+    return native_bf16_refusal() is None
 
 
 def bf16_target_record(target_dtype: str) -> dict:
@@ -282,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         print(bf16_target_line(results))
     if results.get("load"):
         print(load_lines(results["load"]))
+    for line in phase_lines(results):
+        print(line)
     print(closing_note(results))
     return 0
 

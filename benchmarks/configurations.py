@@ -44,6 +44,7 @@ class Configuration:
     changes: dict = field(default_factory=dict)   # SpecConfig fields; "k" may be a number
     detailed_trace: bool = True    # the recorder: full step records (on) or ids and counts only (off)
     default: bool = False          # in `python bench.py` without --grid
+    default_where_native_bf16: bool = False   # also in it on a CPU that computes bfloat16 natively (issue #40)
     headline: bool = False         # a bar of the figure (bench.py's BEST is the closing note's line)
 
     def label(self, k: int) -> str:
@@ -71,8 +72,8 @@ CONFIGURATIONS: list[Configuration] = [
     Configuration(FAST + ", k=8, confidence 0.5", "fast", changes={"k": 8, "confidence_threshold": 0.5}),
     Configuration(FAST + ", recorder off, adaptive k", "fast", changes={"adaptive_k": True}, detailed_trace=False),
     Configuration(FAST + ", adaptive k", "fast", changes={"adaptive_k": True}, default=True, headline=True),
-    Configuration(REFERENCE_BF16_TARGET, "bf16-target", TARGET_ONLY),
-    Configuration(BF16_TARGET + ", k={k}", "bf16-target"),
+    Configuration(REFERENCE_BF16_TARGET, "bf16-target", TARGET_ONLY, default_where_native_bf16=True),
+    Configuration(BF16_TARGET + ", k={k}", "bf16-target", default_where_native_bf16=True, headline=True),
     *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
                     changes={"tree_nodes": nodes, "tree_branch": branch}) for nodes, branch in ((8, 2), (16, 3), (32, 4))),
 ]
@@ -128,10 +129,12 @@ SUITES = {
 }
 
 
-def selected(grid: bool, only: list[str], k: int, suite: Suite = SUITES["cpu"]) -> list[Configuration]:
-    """The configurations a run measures: the default ones, or all with --grid, narrowed by
+def selected(grid: bool, only: list[str], k: int, suite: Suite = SUITES["cpu"],
+             native_bf16: bool = False) -> list[Configuration]:
+    """The configurations a run measures: the default ones (with the bfloat16 target's where `native_bf16`: the
+    CPU computes bfloat16 natively, so that target is the fastest exact one there), or all with --grid, narrowed by
     --only (parts of names); the two target-only references always run."""
-    chosen = [c for c in suite.configurations if grid or c.default]
+    chosen = [c for c in suite.configurations if grid or c.default or (native_bf16 and c.default_where_native_bf16)]
     if only:
         chosen = [c for c in chosen if any(part in c.label(k) for part in only)]
     references = [c for c in suite.configurations if c.name in (suite.reference_stock, suite.reference_same_kernels)]

@@ -30,6 +30,9 @@ class Row:
     alpha: list[float] = field(default_factory=list)
     draft_ms: float = 0.0                 # summed over steps, for the cost ratio c
     verify_ms: float = 0.0
+    engine_ms: float = 0.0                # summed over steps: acceptance, the copy to the host, cutoff, emit
+    steps_ms: float = 0.0                 # the steps' own wall clock; the rest of wall_s is outside any step
+    prefill_ms: float = 0.0               # target-only rows: the first forward (prompt + first token)
     identical: bool | None = None
     per_prompt: dict[str, tuple[int, float]] = field(default_factory=dict)   # name -> (tokens, wall_s)
 
@@ -46,15 +49,37 @@ class Row:
     def tokens_per_s(self) -> float:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
+    def phases(self, kind: str) -> dict[str, float] | None:
+        """Where the row's time went, in milliseconds per generated token (issue #40 item 4); the parts sum to its
+        wall time per token. A speculative row (kind "engine"): draft (its forwards and choosing its tokens),
+        verify (the target's forward over the pending tokens and k drafts, the first step's over the whole prompt,
+        and its probabilities), accept_cut_emit (acceptance, the step's copy to the host, the caches' cutoff,
+        emitting), outside_steps (recording each step, tokenizing, the Python between steps). A target-only row of
+        SpecViz's loop (kind "target-only"): prefill (the first forward, prompt and first token) and decode (each
+        later token's forward and choice). None for rows this process does not time inside."""
+        if not self.tokens:
+            return None
+        wall_ms = 1000 * self.wall_s
+        if kind == "engine" and self.steps_ms:
+            parts = {"draft": self.draft_ms, "verify": self.verify_ms, "accept_cut_emit": self.engine_ms,
+                     "outside_steps": wall_ms - self.steps_ms}
+        elif kind == "target-only" and self.prefill_ms:
+            parts = {"prefill": self.prefill_ms, "decode": wall_ms - self.prefill_ms}
+        else:
+            return None
+        return {name: round(ms / self.tokens, 3) for name, ms in parts.items()}
+
 
 def timed(run: Callable[[], object], repeats: int) -> tuple[object, float]:
-    """The last result and the median wall time of `repeats` runs."""
-    result, times = None, []
+    """The median wall time of `repeats` runs and the result of the run nearest it (so phases measured inside
+    that run add up to about the time kept)."""
+    runs = []
     for _ in range(repeats):
         started = time.perf_counter()
         result = run()
-        times.append(time.perf_counter() - started)
-    return result, statistics.median(times)
+        runs.append((time.perf_counter() - started, result))
+    median = statistics.median(wall for wall, _ in runs)
+    return min(runs, key=lambda run_: abs(run_[0] - median))[1], median
 
 
 def target_step_ms(target: Row) -> float:

@@ -15,6 +15,7 @@ from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row, timed
 from engine.config import SpecConfig
 from engine.decode.adaptive import DrafterCosts
+from engine.decode.baseline import target_only
 from engine.decode.pair import ModelPair
 from engine.decode.speculative import SpeculativeEngine
 from benchmarks.shapes import random_pair
@@ -70,8 +71,9 @@ def measure(configuration: Configuration, row: Row, pair: ModelPair, config: Spe
     for name, prompt in PROMPTS.items():
         prompt_ids = pair.encode_prompt(prompt)
         if configuration.kind == TARGET_ONLY:
-            engine = SpeculativeEngine(pair)
-            tokens, wall = timed(lambda: engine.target_only_ids(prompt_ids, config), repeats)
+            result, wall = timed(lambda: target_only(pair, prompt_ids, config), repeats)
+            tokens = result.token_ids
+            row.prefill_ms += 1000 * result.prefill_s
         else:
             tokens, wall = timed(lambda: hf_generate(pair, prompt_ids, config, configuration.kind), repeats)
         outputs[prompt] = tuple(tokens)
@@ -115,6 +117,8 @@ def _engine(row: Row, engine: SpeculativeEngine, config: SpecConfig, repeats: in
         row.alpha += [v for step in trace.steps for v in step.overlap]
         row.draft_ms += sum(step.timing.draft for step in trace.steps)
         row.verify_ms += sum(step.timing.verify for step in trace.steps)
+        row.engine_ms += sum(step.timing.engine or 0.0 for step in trace.steps)
+        row.steps_ms += sum(step.timing.total for step in trace.steps)
         outputs[prompt] = tuple(trace.output.token_ids)
     if reference is not None and exact:
         row.identical = all(outputs[prompt] == reference[prompt] for prompt in PROMPTS.values())

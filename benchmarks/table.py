@@ -64,7 +64,8 @@ def table_row(row: Row, configuration: Configuration, rows: list[Row], k: int, s
                             if row.steps and unit.tokens else None),
             "theory_at_verify_cost": round(at_verify, 3) if at_verify else None,
             "measured_over_theory_at_verify_cost": _ratio(measured, at_verify) if measured else None,
-            "theory_note": no_theory, "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+            "theory_note": no_theory, "identical": row.identical, "tokens": row.tokens, "wall_s": round(row.wall_s, 2),
+            "phases_ms_per_token": row.phases(configuration.kind)}
 
 
 def markdown(results: dict) -> str:
@@ -119,3 +120,15 @@ def closing_note(results: dict) -> str:
 
 def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+def phase_lines(results: dict) -> list[str]:
+    """Where each timed row's time went, ms per generated token (Row.phases), one line per row and temperature."""
+    lines = []
+    for r in results["rows"]:
+        phases = r.get("phases_ms_per_token")
+        if phases:
+            total = sum(phases.values())
+            parts = ", ".join(f"{name.replace('_', ' ')} {ms:.1f} ({ms / total:.0%})" for name, ms in phases.items())
+            lines.append(f"Where time goes, {r['name']}, T = {r['temperature']:g}: {parts} ms per token.")
+    return lines

@@ -25,6 +25,9 @@ DATA = ROOT / "benchmarks" / "data"
 README, BENCH, SVG = ROOT / "README.md", ROOT / "docs" / "benchmark.md", ROOT / "docs" / "benchmark-speedup.svg"
 DEFAULT_ROW = "SpecViz fast (int8 draft, prepacked fp32 target), k=5"
 PREPACKED, STOCK = "target-only, prepacked fp32 target", "target-only, stock fp32 target"
+# benchmarks/configurations.py's bfloat16-target rows, in a default run where the CPU computes bfloat16 natively
+BF16_ROW = "SpecViz, int8 draft, prepacked bf16 target (where native), k=5"
+BF16_REFERENCE = "target-only, prepacked bf16 target (where native)"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)", re.S)
 
 
@@ -120,6 +123,9 @@ def kernels(row_name: str, results: dict) -> str:
         what = {"none": f"{dtype} target", "draft_model": f"{dtype} draft and target",
                 "ngram": f"{dtype} target, n-gram lookup"}[server["method"]]
         return f"vLLM's CPU kernels, {what}"
+    if row_name in (BF16_ROW, BF16_REFERENCE):
+        dtype = (results.get("bf16_target") or {}).get("target_dtype", "bfloat16")
+        return ("int8 draft, " if row_name == BF16_ROW else "") + f"oneDNN-prepacked {dtype} target"
     if row_name.startswith("SpecViz fast"):
         return "int8 draft, oneDNN-prepacked float32 target"
     if row_name == PREPACKED:
@@ -136,6 +142,8 @@ def reference(row_name: str, results: dict) -> str:
     server = servers(results).get(row_name)
     if server is not None:
         return row_name if server["method"] == "none" else "vLLM target-only" + row_name[row_name.index(" ("):]
+    if row_name in (BF16_ROW, BF16_REFERENCE):
+        return BF16_REFERENCE
     if row_name.startswith("SpecViz fast") or row_name == PREPACKED:
         return PREPACKED
     return STOCK
@@ -231,8 +239,8 @@ def cpu_block(run: Run) -> str:
 def readme_rows(results: dict, temperature: float) -> list[str]:
     """The README's rows of one run: SpecViz's default first, then each reference and each peer."""
     peer = fastest_peer(results, temperature)
-    names = [DEFAULT_ROW, PREPACKED, STOCK] + [r["name"] for r in results["rows"] if r["temperature"] == temperature
-                                               and r["name"].endswith("on cores 0-1)")]
+    names = [DEFAULT_ROW, BF16_ROW, PREPACKED, BF16_REFERENCE, STOCK] + [
+        r["name"] for r in results["rows"] if r["temperature"] == temperature and r["name"].endswith("on cores 0-1)")]
     names += [] if peer["name"] in names else [peer["name"]]
     lines = []
     for name in names:
@@ -243,8 +251,9 @@ def readme_rows(results: dict, temperature: float) -> list[str]:
         gain = "(reference)" if own == name else times(ratio(results, name, own, temperature))
         over_peer = times(ratio(results, name, peer["name"], temperature))
         cells = [name, kernels(name, results), f"{r['tokens_per_s']:.1f}", gain, over_peer, times(r["speedup"])]
-        if name == DEFAULT_ROW:
-            cells = [f"**{cells[0]}**: the app's default", cells[1], cells[2], f"**{gain}**", f"**{over_peer}**", cells[5]]
+        if name in (DEFAULT_ROW, BF16_ROW):
+            role = "the app's default" if name == DEFAULT_ROW else "target dtype bfloat16 on the page"
+            cells = [f"**{cells[0]}**: {role}", cells[1], cells[2], f"**{gain}**", f"**{over_peer}**", cells[5]]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -12,7 +12,7 @@ import pytest
 
 import bench
 from engine.cli.machine import machine_record
-from benchmarks.configurations import (CONFIGURATIONS, GPU_ASSISTED_SAME_K, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
+from benchmarks.configurations import (BF16_TARGET, CONFIGURATIONS, GPU_ASSISTED_SAME_K, REFERENCE_BF16_TARGET, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
                                        REFERENCE_SAME_KERNELS, REFERENCE_STOCK, SUITES, selected)
 from benchmarks.figure import speedup_svg
 from benchmarks.table import closing_note
@@ -43,6 +43,20 @@ def test_the_default_run_measures_both_references_and_quotes_both_speedups(tmp_p
     printed = capsys.readouterr().out
     assert "vs stock fp32 target-only" in printed and "vs target-only on the same kernels" in printed
     assert closing_note(results) in printed and f"{SUITES['cpu'].best.format(k=5)}: greedy: " in printed
+    # where time goes (issue #40 item 4): every timed row's parts add up to its wall time per token, each part
+    # measured inside the run the wall time was kept from; each printed
+    timed = [r for r in results["rows"] if r["phases_ms_per_token"]]
+    assert {r["name"] for r in timed} >= {REFERENCE_STOCK, REFERENCE_SAME_KERNELS, SUITES["cpu"].best.format(k=5)}
+    for r in timed:
+        parts = r["phases_ms_per_token"]
+        per_token = 1000 * r["wall_s"] / r["tokens"]           # wall_s is saved to 2 decimals, each part to 3
+        assert abs(sum(parts.values()) - per_token) <= 1000 * 0.005 / r["tokens"] + 0.0005 * len(parts)
+        assert all(ms > 0 for ms in parts.values()), parts
+        assert f"Where time goes, {r['name']}, T = {r['temperature']:g}: " in printed
+    best_parts = rows[(SUITES["cpu"].best.format(k=5), 0.0)]["phases_ms_per_token"]
+    assert list(best_parts) == ["draft", "verify", "accept_cut_emit", "outside_steps"]
+    assert list(rows[(REFERENCE_STOCK, 0.0)]["phases_ms_per_token"]) == ["prefill", "decode"]
+    assert rows[("transformers assisted (stock fp32 pair), k=5", 0.0)]["phases_ms_per_token"] is None
     svg = figure.read_text()
     headline = [r for r in results["rows"] if r["headline"]]
     with_theory = [r for r in headline if r["theoretical_speedup"]]           # the references have none
@@ -55,6 +69,22 @@ def test_the_default_selection_is_small_and_the_grid_holds_everything():
     assert len(default) < len(CONFIGURATIONS) == len(selected(grid=True, only=[], k=5))
     narrowed = selected(grid=True, only=["n-gram"], k=5)
     assert [c.name for c in narrowed][2:] == ["SpecViz, n-gram drafter"]
+    # where the CPU computes bfloat16 natively the bfloat16 target's two rows join the default run, its own
+    # target-only reference first (its greedy rows are compared with it)
+    native = selected(grid=False, only=[], k=5, native_bf16=True)
+    added = [c.name for c in native if c not in default]
+    assert added == [REFERENCE_BF16_TARGET, BF16_TARGET + ", k={k}"]
+    assert all(c.pair == "bf16-target" for c in native if c not in default)
+
+
+def test_the_bfloat16_rows_run_only_where_the_cpu_computes_bfloat16_natively(monkeypatch):
+    """bench.py asks the CPU (engine/runtime/cpu/native_bf16.py), never for tiny-random or a GPU run."""
+    import engine.runtime.cpu.native_bf16 as native_bf16
+    for refusal, expected in ((None, True), ("no native bfloat16 here", False)):
+        monkeypatch.setattr(native_bf16, "native_bf16_refusal", lambda refusal=refusal: refusal)
+        assert bench._native_bf16(SUITES["cpu"], "qwen-coder") is expected
+        assert bench._native_bf16(SUITES["cpu"], "tiny-random") is False
+        assert bench._native_bf16(SUITES["cuda"], "qwen-coder") is False
 
 
 def test_the_figure_marks_a_missing_theory_without_a_tick():
