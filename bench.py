@@ -94,13 +94,15 @@ def run(args: argparse.Namespace) -> dict:
     table = [table_row(row, configuration, rows, args.k, suite)
              for temperature in args.temperatures for row, configuration in measured[temperature]]
     greedy_reference = stock.get(0.0)
+    # read before the peer's rows free every pair but the audit's (a run of 2026-11-29 lost it there)
+    bf16_target = bf16_target_record(pairs[BF16_PAIR].target_dtype) if BF16_PAIR in pairs else None
     peer = _peer(args, suite, preset, pairs, rows, table, greedy_reference) if _wants_peer(args, suite) else None
     results = {"preset": preset, "device": suite.device, "random_weights": random_weights is not None,
                **provenance(args.argv), "machine": describe_machine(), "cpu": cpu | {"load_average_after": machine_record()["load_average"]},
                "repeats": args.repeats, "k": args.k,
                "max_new_tokens": args.max_new_tokens, "prompts": PROMPTS, "startup": startup, "rows": table}
-    if BF16_PAIR in pairs:
-        results["bf16_target"] = bf16_target_record(pairs[BF16_PAIR].target_dtype)
+    if bf16_target is not None:
+        results["bf16_target"] = bf16_target
     if peer is not None:
         results["vllm"] = peer
     if args.load:
@@ -172,7 +174,8 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     """vLLM's rows (benchmarks/vllm_peer.py), added to `table`; returns the results' "vllm" part."""
     import torch
     from engine.audit.runs import emitted_document
-    from benchmarks.vllm_peer import add_vs_best_peer, peer_configurations, peer_table_row, local_folders, run_peer
+    from benchmarks.vllm_peer import (add_vs_best_peer, local_folders, peer_configurations, peer_table_row, run_peer,
+                                      speed_dtype)
     target, draft = local_folders(preset)
     plain = pairs["plain"]
     for key in [key for key in pairs if key != "plain"]:     # memory for the server: only the audit's target stays
@@ -180,7 +183,7 @@ def _peer(args: argparse.Namespace, suite, preset: str, pairs: dict, rows: list[
     gc.collect()
     prompts = {name: plain.encode_prompt(text) for name, text in PROMPTS.items()}
     reference = {name: greedy_reference[text] for name, text in PROMPTS.items()} if greedy_reference else None
-    configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, args.vllm_dtype,
+    configurations = peer_configurations(args.vllm_threads, args.vllm_probabilistic, speed_dtype(args.vllm_dtype),
                                          args.vllm_bindings, args.vllm_fix_cpu_sampler)
     base = SpecConfig(k=args.k, max_new_tokens=args.max_new_tokens, seed=0)
     out = Path(args.out)
@@ -223,7 +226,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="vllm: add vLLM's rows on the same weights (a server per configuration); auto (default): "
                              "when .venv-vllm is installed and the run is a CPU run on a preset's weights")
     parser.add_argument("--vllm-threads", default="2", help="comma-separated OMP_NUM_THREADS for vLLM's rows")
-    parser.add_argument("--vllm-dtype", default="bfloat16", help="vLLM's speed rows' dtype (its identity row is float32)")
+    parser.add_argument("--vllm-dtype", default="auto",
+                        help="vLLM's speed rows' dtype (its identity row is float32); auto (default): bfloat16 where "
+                             "the CPU computes it natively (AVX-512 BF16 or AMX), else float32, vLLM's fastest there")
     parser.add_argument("--vllm-bind-all", action="store_true",
                         help="vLLM's engine computes on cores 0..n-1 for n threads (by default vLLM keeps a core "
                              "for its API process: on 2 cores it computes on one); same as --vllm-bindings all")

@@ -9,8 +9,8 @@ cached after) is reported apart. Each row carries what vLLM reports per request:
 (accepted / drafted) and tokens per step (vLLM's mean acceptance length: 1 + accepted / steps).
 
 Configurations: target-only, draft-model speculation at the run's k and n-gram speculation
-(vLLM's own lookup, min = max = 5) in the speed dtype (bfloat16: the fastest on a CPU with native
-bfloat16; named in the row), one float32 target-only row for the identity check (greedy output
+(vLLM's own lookup, min = max = 5) in the speed dtype (`speed_dtype`: bfloat16 where the CPU computes
+it natively, else float32, vLLM's fastest on each; named in the row), one float32 target-only row for the identity check (greedy output
 token for token against SpecViz's stock float32 target-only; every greedy row is compared, only
 float32 rows are expected identical), optionally draft-model speculation with vLLM's
 `draft_sample_method` "probabilistic". `--vllm-threads 1,2` repeats the rows per thread count
@@ -39,7 +39,7 @@ from benchmarks.rows import Row
 from benchmarks.table import tokens_per_step
 from engine.audit.runs import EmittedRun
 from engine.config import SpecConfig
-from engine.vllm.server import RunningServer, ServerSpec, start_server
+from engine.vllm.server import START_TIMED_OUT, RunningServer, ServerSpec, start_server
 from engine.vllm.server_info import FIX_NAME, ServerInfo, probe
 from engine.vllm.transport import VllmError
 from engine.vllm.stream import CompletionStream, SpecMetrics, completion_body
@@ -49,7 +49,7 @@ from engine.vllm.to_trace import engine_steps, external_config
 if TYPE_CHECKING:
     from engine.decode.pair import ModelPair
 
-SPEED_DTYPE = "bfloat16"
+SPEED_DTYPE = "bfloat16"          # the speed rows' dtype where the CPU computes bfloat16 natively
 IDENTITY_DTYPE = "float32"
 METHOD_WORDS = {"none": "target-only", "draft_model": "draft model", "ngram": "n-gram"}
 DTYPE_WORDS = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
@@ -97,6 +97,18 @@ class PeerConfiguration:
                               k=k, dtype=self.dtype, max_model_len=max_model_len, threads=self.threads,
                               draft_sample_method=self.draft_sample_method, bind_cores=self.bind_cores,
                               fix_cpu_sampler=self.fix_cpu_sampler)
+
+
+def speed_dtype(choice: str, flags: dict[str, bool] | None = None) -> str:
+    """The vLLM speed rows' dtype: `choice`, or for "auto" bfloat16 where the CPU computes it natively (its flags
+    name AVX-512 BF16 or AMX, engine/runtime/cpu/native_bf16.py) and float32 where it would emulate it (on an AVX2
+    EPYC, 2026-11-28, vLLM's bfloat16 target-only ran 2.2 tok/s, its float32 one 3.2)."""
+    if choice != "auto":
+        return choice
+    from engine.cli.machine import machine_record
+    from engine.runtime.cpu.native_bf16 import NATIVE_FLAGS
+    flags = machine_record()["flags"] if flags is None else flags
+    return SPEED_DTYPE if any(flags.get(flag) for flag in NATIVE_FLAGS) else IDENTITY_DTYPE
 
 
 BINDINGS = ("auto", "all")        # vLLM's own core binding (one core kept for its API process), or every core
@@ -209,6 +221,23 @@ def serve(configuration: PeerConfiguration, target: str, draft: str | None, k: i
     return server, info
 
 
+def serve_retrying(configuration: PeerConfiguration, target: str, draft: str | None, k: int, log: Path,
+                   serve_once=None) -> tuple[RunningServer, ServerInfo, str]:
+    """`serve`, started once more when the first start timed out: a first start compiles with torch.compile, on a
+    slow CPU for longer than the start's time-out (an AVX2 EPYC's draft-model server, 2026-11-28), and the second
+    start reads what the first compiled from vLLM's compile cache. Returns the server, its info, and the first
+    start's error ("" when it served at once); any other refusal is final."""
+    serve_once = serve_once or serve
+    try:
+        return (*serve_once(configuration, target, draft, k, log), "")
+    except VllmError as error:
+        if not str(error).startswith(START_TIMED_OUT):
+            raise
+        print(f"  vLLM server {configuration.label(k)!r}: {error} Starting it once more, on its compile cache.",
+              file=sys.stderr)
+        return (*serve_once(configuration, target, draft, k, log.with_name(log.stem + "-again.log")), str(error))
+
+
 def check_fix(configuration: PeerConfiguration, info: ServerInfo) -> None:
     """Refuse, in one sentence, a server whose /metrics does not say the CPU sampler fix ran when the
     configuration asked for it (its rows would be labelled fixed and measure vLLM as shipped)."""
@@ -295,11 +324,13 @@ def run_peer(configurations: list[PeerConfiguration], target: str, draft: str | 
         server_entry = {"name": label, "method": configuration.method, "dtype": configuration.dtype,
                         "threads": configuration.threads, "bind_cores": configuration.bind_cores, "log": str(log)}
         try:
-            server, info = serve(configuration, target, draft, base.k, log)
+            server, info, retried = serve_retrying(configuration, target, draft, base.k, log)
         except VllmError as error:         # one configuration that cannot serve costs its rows, not the run
             print(f"  vLLM server {label!r} did not serve: {error}", file=sys.stderr)
             measured.servers.append(server_entry | {"error": str(error)})
             continue
+        if retried:
+            server_entry["first_start"] = retried
         try:
             warm_up(info, next(iter(prompts.values())), base.k)
             for temperature in temperatures:

@@ -42,16 +42,20 @@ class Run:
 
 
 RUNS = (
-    Run("bench-vllm-peer-2026-11-28.json", "AVX-512",
-        "python bench.py --peer vllm --vllm-bindings auto,all --no-startup"),
+    Run("bench-vllm-peer-bf16-2026-11-29.json", "AVX-512 + BF16",
+        "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
     Run("bench-avx2-2026-11-28.json", "AVX2 (no AVX-512)",
         "python bench.py --peer vllm --vllm-bind-all --temperatures 0",
         " (the file does not record its command: these are the options its rows imply)"),
 )
-# The same machine class with vLLM's CPU sampler fixed (#55005): its T = 0.7 speculative rows follow the target's law,
-# so the README's T = 0.7 comparison with vLLM is this run's (SpecViz's rows ran in it too).
-FIXED = Run("bench-vllm-peer-fixed-2026-11-29.json", "AVX-512",
-            "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup")
+# Earlier runs on the AVX-512 machine, kept for what the current one does not measure: vLLM on its own core binding
+# beside both cores and with its CPU sampler as shipped (11-28), and the first run with the sampler fixed (11-29).
+EARLIER = (
+    Run("bench-vllm-peer-2026-11-28.json", "AVX-512",
+        "python bench.py --peer vllm --vllm-bindings auto,all --no-startup"),
+    Run("bench-vllm-peer-fixed-2026-11-29.json", "AVX-512",
+        "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
+)
 RERUN = "bench-default-rows-2026-11-28.json"
 COST_MODEL = ("gpu_check-cpu-small-2026-11-28-phases.json", "gpu_check-cpu-small-2026-11-28.json")
 AUDITS = ("vllm-tiny-audit.json", "vllm-qwen-coder-probabilistic-audit.json")
@@ -240,7 +244,8 @@ def readme_rows(results: dict, temperature: float) -> list[str]:
     """The README's rows of one run: SpecViz's default first, then each reference and each peer."""
     peer = fastest_peer(results, temperature)
     names = [DEFAULT_ROW, BF16_ROW, PREPACKED, BF16_REFERENCE, STOCK] + [
-        r["name"] for r in results["rows"] if r["temperature"] == temperature and r["name"].endswith("on cores 0-1)")]
+        r["name"] for r in results["rows"] if r["temperature"] == temperature and r["name"] in servers(results)
+        and "on cores 0-1" in r["name"]]
     names += [] if peer["name"] in names else [peer["name"]]
     lines = []
     for name in names:
@@ -259,7 +264,7 @@ def readme_rows(results: dict, temperature: float) -> list[str]:
 
 
 def readme_block() -> str:
-    """README's Speed section: each CPU class's greedy rows apart, then the T = 0.7 ratios with their caveat."""
+    """README's Speed section: each CPU class's greedy rows apart, then the first run's T = 0.7 ratios."""
     out = []
     for run in RUNS:
         results = load(run.file)
@@ -271,36 +276,63 @@ def readme_block() -> str:
                 "|---|---|---|---|---|---|", *readme_rows(results, 0.0), ""]
         failed = [line[2:] for line in server_lines(results) if "did not serve" in line]
         out += [" ".join(failed), ""] if failed else []
-    results = load(RUNS[0].file)
-    sampled = row(results, DEFAULT_ROW, 0.7)
-    if sampled is not None:
-        greedy_ref, sampled_ref = row(results, PREPACKED, 0.0), row(results, PREPACKED, 0.7)
-        out += [f"At T = 0.7 ({cpu_class_of(RUNS[0], results)} run) the default is {times(sampled['speedup'])} over stock float32 "
-                f"target-only, whose speed does not change with sampling "
-                f"({row(results, STOCK, 0.0)['tokens_per_s']:.1f} tok/s greedy, {row(results, STOCK, 0.7)['tokens_per_s']:.1f} at T = 0.7); "
-                f"over the prepacked reference it reads {times(ratio(results, DEFAULT_ROW, PREPACKED, 0.7))}, but that row "
-                f"slows from {greedy_ref['tokens_per_s']:.1f} to {sampled_ref['tokens_per_s']:.1f} tok/s at T = 0.7 "
-                f"for a reason not yet found, so that ratio overstates what speculation buys. vLLM's speculative rows "
-                f"in that run emit tokens the target would not sample at T = 0.7 (its CPU sampler bug; "
-                f"docs/benchmark.md). {fixed_sentence()}"]
+    out.append(sampled_sentence(RUNS[0]))
     return "\n".join(out) + "\n"
 
 
-def fixed_sentence() -> str:
-    """SpecViz's default against vLLM's fastest speculative row once vLLM's CPU sampler is fixed, both temperatures,
-    every ratio within that one run."""
-    results = load(FIXED.file)
+def sampled_sentence(run: Run) -> str:
+    """SpecViz's speculative rows at T = 0.7 against vLLM's fastest speculative row of the same run, each also over
+    the target-only row on its own kernels, which ran right after its greedy twin."""
+    results = load(run.file)
+    peer = fastest_speculative_peer(results, 0.7)
     parts = []
-    for temperature in (0.0, 0.7):
-        peer, own = fastest_speculative_peer(results, temperature), row(results, DEFAULT_ROW, temperature)
-        if peer is None or own is None:
+    for name in (DEFAULT_ROW, BF16_ROW):
+        own = row(results, name, 0.7)
+        if own is None:
             continue
-        accepted = "" if peer.get("acceptance_rate") is None else f", {peer['acceptance_rate']:.0%} accepted"
-        parts.append(f"{label(temperature)}: {own['tokens_per_s']:.1f} against {peer['name']} at "
-                     f"{peer['tokens_per_s']:.1f} tok/s{accepted}, **{times(own['tokens_per_s'] / peer['tokens_per_s'])}**")
-    return (f"With SpecViz's fix of that sampler (`benchmarks/data/{FIXED.file}`, {machine_of(results)}, "
-            f"`{FIXED.command}`), SpecViz's default against vLLM's fastest speculative row, "
-            + "; ".join(parts) + ".")
+        reference_row = reference(name, results)
+        parts.append(f"{name} {own['tokens_per_s']:.1f} tok/s, {times(ratio(results, name, reference_row, 0.7))} over "
+                     f"{reference_row} ({row(results, reference_row, 0.7)['tokens_per_s']:.1f} tok/s; greedy "
+                     f"{row(results, reference_row, 0.0)['tokens_per_s']:.1f})"
+                     + (f", **{times(own['tokens_per_s'] / peer['tokens_per_s'])}** vLLM's fastest speculative row"
+                        if peer else ""))
+    if not parts:
+        return ""
+    against = ((f"{peer['name']} at {peer['tokens_per_s']:.1f} tok/s"
+                + ("" if peer.get("acceptance_rate") is None else f", {peer['acceptance_rate']:.0%} accepted"))
+               if peer else "no vLLM speculative row")
+    return f"At T = 0.7 in the {cpu_class_of(run, results)} run: " + "; ".join(parts) + f"; against {against}."
+
+
+def verdict_block() -> str:
+    """The current AVX-512 run's speculative rows against vLLM's fastest speculative row, per temperature."""
+    run = RUNS[0]
+    results = load(run.file)
+    lines = [f"From `benchmarks/data/{run.file}` ({cpu_class_of(run, results)}):", ""]
+    for temperature in sorted({r["temperature"] for r in results["rows"]}):
+        peer = fastest_speculative_peer(results, temperature)
+        if peer is None:
+            continue
+        mine = [f"{name} {own['tokens_per_s']:.1f} tok/s, **{times(own['tokens_per_s'] / peer['tokens_per_s'])}**"
+                for name in (DEFAULT_ROW, BF16_ROW) if (own := row(results, name, temperature)) is not None]
+        lines.append(f"- {label(temperature)}: against {peer['name']} at {peer['tokens_per_s']:.1f} tok/s: "
+                     + "; ".join(mine) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def phases_block() -> str:
+    """Where each timed row's time went in the current AVX-512 run (bench.py's phases_ms_per_token)."""
+    results = load(RUNS[0].file)
+    lines = ["| configuration | T | where the time goes, ms per generated token (share) | wall ms per token |",
+             "|---|---|---|---|"]
+    for r in results["rows"]:
+        phases = r.get("phases_ms_per_token")
+        if not phases:
+            continue
+        total = sum(phases.values())
+        parts = ", ".join(f"{name.replace('_', ' ')} {ms:.1f} ({ms / total:.0%})" for name, ms in phases.items())
+        lines.append(f"| {r['name']} | {r['temperature']:g} | {parts} | {1000 * r['wall_s'] / r['tokens']:.1f} |")
+    return "\n".join(lines) + "\n"
 
 
 def rerun_block() -> str:
@@ -379,7 +411,8 @@ def classroom_block() -> str:
 def blocks() -> dict[str, str]:
     """Every generated block, by name."""
     return {"readme-speed": readme_block(), "cpu-avx512": cpu_block(RUNS[0]), "cpu-avx2": cpu_block(RUNS[1]),
-            "cpu-avx512-fixed": cpu_block(FIXED),
+            "cpu-avx512-2026-11-28": cpu_block(EARLIER[0]), "cpu-avx512-fixed": cpu_block(EARLIER[1]),
+            "peer-verdict": verdict_block(), "phases": phases_block(),
             "prepacked-rerun": rerun_block(), "cost-model": cost_model_block(), "vllm-audit": audit_block(),
             "vllm-sampled-runs": sampled_runs_block(), "classroom-vllm": classroom_block()}
 

@@ -91,10 +91,10 @@ def build_demo(runner: Runner, gpu: GpuDecorator | None = None,
                 width = gr.Number(value=None, visible=False, elem_id="sv-width")   # the viewport, set on load
                 # clicked by WIDTH_JS when the window settles on the other side of the phone width
                 resized = gr.Button("resized", visible="hidden", elem_id="sv-resized")
-        load_status_line(demo, runner, demo_trace.trace)
+        load_line = load_status_line(demo, runner, demo_trace.trace)
         with gr.Tabs(elem_id="sv-tabs") as tabs:
             with gr.Tab("Run", id="run", elem_id="sv-tab-run"):
-                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size, server_runs, class_log)
+                run_tab(runner, demo_trace, policy, large, width, gpu, queue_size, server_runs, class_log, load_line)
             with gr.Tab("Race", id="race", elem_id="sv-tab-race"):
                 race_tab(runner, policy, *race, wrap)
             with gr.Tab("Explore", id="explore", elem_id="sv-tab-explore"):

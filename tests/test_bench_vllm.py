@@ -146,6 +146,56 @@ def test_a_configuration_that_cannot_serve_costs_its_rows_not_the_run(monkeypatc
     assert line.count("did not serve: The vLLM server exited with 1") == len(configurations)
 
 
+def test_a_server_that_ran_out_of_time_starting_is_started_once_more_and_the_run_says_so(monkeypatch, tmp_path):
+    """A start that times out (a first torch.compile on a slow CPU) gets a second start, whose log is kept apart;
+    the run's server entry keeps the first start's sentence. Any other refusal is not retried, and a second time-out
+    costs the configuration's rows as before. `serve` is a stand-in here, isolating the loop."""
+    import benchmarks.vllm_peer as vllm_peer
+    from engine.vllm.server import START_TIMED_OUT
+    from engine.vllm.transport import VllmError
+    logs = []
+    timed_out = f"{START_TIMED_OUT} 600 s (log: x)."
+
+    def slow_then_ready(configuration, target, draft, k, log):
+        logs.append(log.name)
+        if len(logs) == 1:
+            raise VllmError(timed_out)
+        raise VllmError("The vLLM server exited with 1 before answering: out of memory.")
+    monkeypatch.setattr(vllm_peer, "serve", slow_then_ready)
+    configuration = peer_configurations([2])[:1]
+    measured = vllm_peer.run_peer(configuration, "t", "d", {"p": [1, 2]}, [0.0], SpecConfig(k=5), 1, None, tmp_path)
+    assert logs == ["vllm-server-0.log", "vllm-server-0-again.log"]          # started twice, the second not retried
+    assert measured.servers[0]["error"].endswith("out of memory.")
+    ready = object()
+    answers = iter([VllmError(timed_out), (ready, "info")])
+
+    def once(*args):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    assert vllm_peer.serve_retrying(configuration[0], "t", "d", 5, tmp_path / "s.log", once) == (ready, "info", timed_out)
+    refusals = iter([VllmError("The vLLM server exited with 1 before answering: no such folder.")])
+
+    def refuse(*args):
+        raise next(refusals)
+    with pytest.raises(VllmError, match="no such folder"):
+        vllm_peer.serve_retrying(configuration[0], "t", "d", 5, tmp_path / "s.log", refuse)
+
+
+def test_vllms_speed_rows_run_in_bfloat16_only_where_the_cpu_computes_it_natively():
+    """`--vllm-dtype auto`: vLLM's fastest dtype on each CPU class (an AVX2 CPU emulates bfloat16); a float32 speed
+    row is the identity row itself, so the run holds no duplicate."""
+    from benchmarks.vllm_peer import speed_dtype
+    assert speed_dtype("auto", {"avx2": True, "avx512f": True, "avx512_bf16": True}) == "bfloat16"
+    assert speed_dtype("auto", {"avx2": True, "amx_bf16": True}) == "bfloat16"
+    assert speed_dtype("auto", {"avx2": True, "avx512f": True}) == "float32"
+    assert speed_dtype("float16", {"avx2": True}) == "float16"
+    avx2 = peer_configurations([2], dtype=speed_dtype("auto", {"avx2": True}), bindings=("all",))
+    assert [(c.method, c.dtype) for c in avx2] == [("none", "float32"), ("draft_model", "float32"),
+                                                    ("ngram", "float32")]
+
+
 @pytest.mark.vllm
 def test_a_fixed_run_samples_on_a_server_whose_metrics_say_fixed_and_every_saved_row_says_so(tmp_path, monkeypatch,
                                                                                              tiny_vllm):

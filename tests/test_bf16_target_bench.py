@@ -32,3 +32,20 @@ def test_the_bf16_target_rows_say_which_dtype_ran_and_against_what_they_are_iden
     assert bench.bf16_target_line(results) in printed and "a different claim" in printed
     if reason is not None:
         assert reason in printed
+
+
+def test_a_run_with_vllms_rows_keeps_the_bf16_target_record(tmp_path, monkeypatch):
+    """The peer's rows free every pair but the audit's before vLLM's servers start; the record of which target
+    dtype ran is read before that (a run of 2026-11-29 lost it). The peer is a stand-in that frees the pairs as
+    the real one does, isolating the order."""
+    def peer_freeing_pairs(args, suite, preset, pairs, rows, table, greedy_reference):
+        for key in [key for key in pairs if key != "plain"]:
+            del pairs[key]
+        return {"engine": "stand-in", "servers": [], "specviz_threads": 1}
+    monkeypatch.setattr(bench, "_peer", peer_freeing_pairs)
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--grid", "--only", "bf16 target", "--no-startup", "--peer", "vllm",
+                       "--max-new-tokens", "4", "--temperatures", "0", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["vllm"]["engine"] == "stand-in"
+    assert results["bf16_target"]["target_dtype"] == ("bfloat16" if native_bf16_refusal() is None else "float32")

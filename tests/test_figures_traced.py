@@ -37,6 +37,11 @@ QUOTES = [
     ("docs/benchmark.md", "The run took 8 min 12 s, both servers' start-up", DATA + "load-qwen-coder-2026-11-29.txt"),
     ("docs/benchmark.md", "\n".join((ROOT / DATA / "load-qwen-coder-2026-11-29.txt").read_text().splitlines()[2:]),
      DATA + "load-qwen-coder-2026-11-29.txt"),
+    *(("docs/benchmark.md", line, DATA + "prepacked-alternation-2026-11-29.txt")
+      for line in ("T=0 tok=157 wall=41.16 tok/s=3.81", "T=0.7 tok=154 wall=41.45 tok/s=3.72",
+                   "T=0 tok=157 wall=43.67 tok/s=3.60", "T=0.7 tok=154 wall=36.93 tok/s=4.17")),
+    ("docs/benchmark.md", "2.279 ms each", DATA + "prepacked-sampling-check-2026-11-28.txt"),
+    ("docs/benchmark.md", "141.4 ms/token after the first", DATA + "prepacked-sampling-check-2026-11-28.txt"),
     ("docs/benchmark.md", "aggregate speedup N=1: 1.79x  N=2: 1.47x  N=4: 0.92x  N=8: 0.79x  N=16: 0.65x; "
      "speculation stops paying at N=4", DATA + "load-qwen-coder-2026-11-29-first.txt"),
 ]

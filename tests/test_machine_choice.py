@@ -23,7 +23,9 @@ from engine.machine_facts import MachineFacts
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
 from engine.runtime.cpu.others_share import CpuTimes, now, others_share, read_cpu_times
 from specviz.assets import load_demo_trace
-from specviz.serving.load_status import BUSY_SHARE, choice_text, load_status_text, recorded_acceptance
+from engine.config import MODEL_DRAFTER
+from specviz.serving.fastest_here import button_update, choice_text, fastest_here, recorded_acceptance, use_fastest
+from specviz.serving.load_status import BUSY_SHARE, load_status_text
 from specviz.serving.runner import LoadStatus, ModelChoice
 
 RECORDED = load_demo_trace().trace                      # the page's recorded greedy run of the default pair
@@ -67,6 +69,30 @@ def test_the_status_line_says_whether_a_bfloat16_target_pays_on_this_cpu():
     assert "bfloat16" not in choice_text(CPU_LIKE, gpu, None)       # a GPU's target is bfloat16 already
 
 
+def test_the_button_sets_the_chain_k_and_a_bfloat16_target_where_native():
+    """"Use the fastest here" sets what the line says: the k by hand, a chain with the draft model, and the bfloat16
+    target only where the CPU computes it natively; each control the choice does not name keeps its value."""
+    alpha = recorded_acceptance(RECORDED, SAME_PAIR)
+    best = max((1, 2, 3, 4, 5, 6, 8), key=lambda k: by_hand(alpha, k))
+    ready = LoadStatus("qwen-coder", "ready", 1.0, "", 9.0, device_costs=CPU_LIKE, machine=SAME_PAIR)
+    k, adaptive, nodes, drafter, dtype = use_fastest(ready, RECORDED)
+    assert (k["value"], adaptive["value"], nodes["value"], drafter["value"], dtype["value"]) == (
+        best, False, 0, MODEL_DRAFTER, "bfloat16")
+    assert button_update(ready, RECORDED) == {"__type__": "update", "visible": True, "value": (
+        f"Use the fastest here: a chain of k = {best} with the draft model and a bfloat16 target")}
+    assert "**Use the fastest here** (beside Run) sets these" in choice_text(CPU_LIKE, SAME_PAIR, RECORDED)
+    emulated = dataclasses.replace(ready, machine=dataclasses.replace(SAME_PAIR, bf16_refusal="emulated here"))
+    assert use_fastest(emulated, RECORDED)[4] == {"__type__": "update"}         # the target dtype is left alone
+    assert button_update(emulated, RECORDED)["value"].endswith(f"k = {best} with the draft model")
+    other_pair = dataclasses.replace(ready, machine=dataclasses.replace(SAME_PAIR, draft="x"))
+    assert [update.get("value") for update in use_fastest(other_pair, RECORDED)] == [None, None, None, None, "bfloat16"]
+    nothing = dataclasses.replace(other_pair, machine=dataclasses.replace(SAME_PAIR, draft="x", bf16_refusal="no"))
+    assert not fastest_here(CPU_LIKE, nothing.machine, RECORDED).applies
+    assert button_update(nothing, RECORDED) == {"__type__": "update", "visible": False}
+    loading = dataclasses.replace(ready, state="loading")
+    assert button_update(loading, RECORDED)["visible"] is False and button_update(None, RECORDED)["visible"] is False
+
+
 def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
     runner = EngineRunner(device="cpu")
     runner.preload(ModelChoice(preset="tiny-random")).join(300)
@@ -83,7 +109,8 @@ def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
     said = ("This CPU computes bfloat16 natively" if machine.bf16_refusal is None
             else f"Target dtype: {machine.bf16_refusal}.")
     assert said in text
-    assert machine.draft != RECORDED.config.draft and "fastest here" not in text     # not the recorded run's pair
+    assert machine.draft != RECORDED.config.draft and "is the fastest here" not in text    # not the recorded pair: no k
+    assert ("**Use the fastest here**" in text) == (machine.bf16_refusal is None)    # a bfloat16 target to set, or nothing
 
 
 def test_a_load_without_facts_says_only_what_it_measured():

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PYTHON_ENV = "SPECVIZ_VLLM_PYTHON"      # the python of a vLLM environment, if not ROOT/.venv-vllm
 FIX_ENV = "SPECVIZ_VLLM_CPU_SAMPLER_FIX"   # "1": the installed plugin patches vLLM's CPU sampler (else it does nothing)
 FIX_PLUGIN = ROOT / "plugins" / "vllm_cpu_sampler_fix"
+START_TIMED_OUT = "The vLLM server did not answer within"    # how a start that ran out of time is refused
 
 
 @dataclass(frozen=True)
@@ -161,4 +162,4 @@ def start_server(spec: ServerSpec, log: Path, python: str | None = None, timeout
             pass
         time.sleep(0.5)
     stop_group(process)
-    raise VllmError(f"The vLLM server did not answer within {timeout_s:.0f} s (log: {log}).")
+    raise VllmError(f"{START_TIMED_OUT} {timeout_s:.0f} s (log: {log}).")

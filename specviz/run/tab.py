@@ -13,6 +13,7 @@ from specviz.assets import ASSETS_DIR, DemoTrace, load_examples
 from engine.load.class_point import ClassLog
 from specviz.controls import Controls
 from specviz.serving.device_call import GpuDecorator
+from specviz.serving.fastest_here import button_update, use_fastest
 from specviz.serving.policy import MIN_TOP_P, Policy
 from specviz.run.handlers import Handlers
 from specviz.run.recorded import CONTROL_FIELDS, RecordedRuns, status_for
@@ -27,11 +28,12 @@ STATE_TTL_S = 3 * 3600     # a session's trace is dropped this long after its la
 
 def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Checkbox, width: gr.Number,
             gpu: GpuDecorator | None, queue_size: int = CAPACITY, server_runs: int = SERVER_RUNS,
-            class_log: ClassLog | None = None) -> None:
+            class_log: ClassLog | None = None, load_line: gr.Markdown | None = None) -> None:
     """Build the tab inside the current gr.Tab and wire its events; `large` and `width` are the
     page's text-size toggle and viewport width; `gpu` (spaces.GPU on a ZeroGPU Space, else None) makes
     each run one GPU call once it leaves the queue; `queue_size` distinct runs may wait at once, and
-    `server_runs` stream at once from each vLLM server; `class_log` keeps the runs that did (a class's load)."""
+    `server_runs` stream at once from each vLLM server; `class_log` keeps the runs that did (a class's load);
+    `load_line`, the page's load status line, shows "Use the fastest here" once the load has priced this machine."""
     handlers = Handlers(runner, policy=policy, queue=RunQueue(runner, capacity=queue_size, gpu=gpu,
                                                                    server_runs=server_runs, class_log=class_log),
                         shown_first=demo_trace.trace)
@@ -45,6 +47,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     with gr.Row(elem_id="sv-main", equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="sv-controls"):
             controls = _controls(runner, demo_trace, policy)
+            use_fastest_here = gr.Button("Use the fastest here", visible=False, size="sm", elem_id="sv-use-fastest")
             with gr.Row(elem_id="sv-run-row"):
                 run = gr.Button("Run", variant="primary", elem_id="sv-run")
                 stop = gr.Button("Stop", variant="stop", elem_id="sv-stop")
@@ -92,6 +95,13 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
     for source in (controls["target_dtype"], controls["temperature"], controls["preset"]):
         source.change(handlers.exactness, inputs=[controls["target_dtype"], controls["temperature"], controls["preset"]],
                       outputs=[controls["exactness"]], show_progress="hidden", api_visibility="private")
+    if load_line is not None:        # the load's choice for this machine (specviz/serving/fastest_here.py)
+        load_line.change(lambda: button_update(runner.load_status(), demo_trace.trace), inputs=None,
+                         outputs=[use_fastest_here], show_progress="hidden", queue=False, api_visibility="private")
+        use_fastest_here.click(lambda: use_fastest(runner.load_status(), demo_trace.trace), inputs=None,
+                               outputs=[controls[name] for name in ("k", "adaptive_k", "tree_nodes", "drafter",
+                                                                    "target_dtype")],
+                               show_progress="hidden", queue=False, api_visibility="private")
     views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                            concurrency_limit=2, api_visibility="private").success(**shown_elsewhere)
     views["export"].click(handlers.export, inputs=[state, views["scrubber"]], outputs=[views["files"]],

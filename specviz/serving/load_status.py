@@ -12,10 +12,10 @@ from typing import Any
 
 import gradio as gr
 
-from engine.config import MODEL_DRAFTER
 from engine.device_costs import NGRAM_COST_RATIO, DeviceCosts
 from engine.formats.trace import Trace
 from engine.machine_facts import MachineFacts
+from specviz.serving.fastest_here import choice_text
 from specviz.serving.runner import LoadStatus, Runner
 
 TICK_S = 1.0
@@ -54,38 +54,6 @@ def busy_text(machine: MachineFacts) -> str:
     return (f"**Other programs used {machine.others_busy:.0%} of this machine's CPUs while these costs were "
             "measured**, so they are likely higher than a quiet machine's and the fastest k below may be too small; "
             "restart the app when the machine is quiet to measure them again.")
-
-
-def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | None) -> str:
-    """Before any Run, the fastest exact configuration here as far as the load can tell (issue #40 item 2): the k
-    the cost model picks at the acceptance of a recorded run of this pair, with its predicted speedup, and whether
-    a bfloat16 target would pay on this CPU ("" when there is nothing to say)."""
-    said = []
-    alpha = recorded_acceptance(recorded, machine)
-    if alpha is not None and costs.draft_token_ms is not None:
-        k, speedup = costs.fitted().best(alpha)
-        said.append(f"At the {alpha:.0%} acceptance of this pair's recorded greedy run, **k = {k} is the fastest "
-                    f"here: predicted {speedup:.2f}x over target-only decoding** (the i.i.d. model E / (k c + v) at "
-                    "these costs, v on a line fitted over k; the k slider sets k, and a run's own acceptance moves "
-                    "the best k).")
-    if machine.device == "cpu" and machine.target_dtype == "float32":
-        if machine.bf16_refusal is None:
-            said.append("This CPU computes bfloat16 natively (AVX-512 BF16 or AMX): **target dtype bfloat16** runs a "
-                        "prepacked bfloat16 target, which reads half the bytes of a float32 one each forward. Its "
-                        "greedy output is then identical to that bfloat16 target's own decoding (near ties may "
-                        "flip), a different claim from the float32 target's.")
-        else:
-            said.append(f"Target dtype: {machine.bf16_refusal}.")
-    return " ".join(said)
-
-
-def recorded_acceptance(recorded: Trace | None, machine: MachineFacts) -> float | None:
-    """The share of drafts accepted in `recorded` where it is a chain run of the same draft model and target as
-    the loaded pair (any dtype: the tokens a draft proposes hardly depend on it); else None."""
-    if (recorded is None or recorded.config.drafter != MODEL_DRAFTER or recorded.config.is_tree
-            or (recorded.config.draft, recorded.config.target) != (machine.draft, machine.target)):
-        return None
-    return recorded.summary.acceptance_rate
 
 
 def device_costs_text(costs: DeviceCosts) -> str:
