@@ -277,7 +277,8 @@ def peer_table_row(peer: PeerRow, rows: list[Row], k: int, suite: Suite = SUITES
             "theory_at_verify_cost": None, "measured_over_theory_at_verify_cost": None, "theory_note": None,
             "identical": row.identical, "exact_expected": peer.configuration.dtype == IDENTITY_DTYPE,
             "marked": peer.marked, "expected_marked": peer.expected_marked,
-            "tokens": row.tokens, "wall_s": round(row.wall_s, 2)}
+            "tokens": row.tokens, "wall_s": round(row.wall_s, 2),
+            "phases_ms_per_token": None}                  # timed from the client only: no phase inside the server
 
 
 def add_vs_best_peer(table: list[dict]) -> None:

@@ -24,6 +24,7 @@ def test_tree_rows_report_tokens_per_forward_and_mark_the_chain_theory_not_appli
         assert row["identical"] is (True if row["temperature"] == 0 else None)
     assert all(row["theory_note"] is None for row in chains)
     table = capsys.readouterr().out
-    tree_lines = [line for line in table.splitlines() if " tree " in line]
+    tree_lines = [line for line in table.splitlines() if " tree " in line and line.startswith("|")]   # the table's
     assert len(tree_lines) == 6 and all(line.count(TREES) == 3 for line in tree_lines)
+    assert sum(line.startswith("Where time goes, ") and " tree " in line for line in table.splitlines()) == 6
     assert "tokens per target forward" in table
