@@ -6,7 +6,7 @@ chapter's element (a CSS rule on its selector, which outlives the redraws that r
 of the screen the sheet leaves free; the large-text switch
 sets the chapter again once the page is redrawn. A newer chapter cancels an older one's waits. The root gets
 `data-ready="<chapter>"` (what the browser tests wait for) only when the view holds and the element (or the part its
-question reads) has stayed put for two looks; a view it could not set is said in the sheet's status line and in `data-error`."""
+question reads) has stayed put for three looks; a view it could not set is said in the sheet's status line and in `data-error`."""
 
 from __future__ import annotations
 
@@ -166,9 +166,12 @@ async function show(n) {
     if (view.focus) root.dataset.focus = view.focus;
     if (view.focus_end) root.dataset.focusEnd = view.focus_end;
     // Settle: a response still on its way (a tab's refit, a redraw of the run) can move the element or undo the
-    // view; set it again or scroll again until the view holds and the element stays put for two looks.
+    // view; set it again or scroll again until the view holds and the element stays put.
+    // Three still looks, for as long as a busy machine needs: a CI run under two workers once found the part
+    // off-screen at "ready" (moved after two still looks, or still moving at the old ten seconds' bound); a minute is
+    // the most a page gets before it is called ready anyway.
     let last = null, still = 0;
-    for (let look = 0; look < 40 && still < 2; look++) {
+    for (let look = 0; look < 240 && still < 3; look++) {
       await sleep(250);
       if (mine !== ticket) return;
       if (!holds(view)) { last = null; still = 0; await setView(view); continue; }
