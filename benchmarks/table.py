@@ -122,13 +122,13 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def phase_text(phases: dict[str, float]) -> str:
+    """A row's phases (Row.phases: ms per generated token) in words, each with its share of the whole."""
+    total = sum(phases.values())
+    return ", ".join(f"{name.replace('_', ' ')} {ms:.1f} ({ms / total:.0%})" for name, ms in phases.items())
+
+
 def phase_lines(results: dict) -> list[str]:
     """Where each timed row's time went, ms per generated token (Row.phases), one line per row and temperature."""
-    lines = []
-    for r in results["rows"]:
-        phases = r.get("phases_ms_per_token")
-        if phases:
-            total = sum(phases.values())
-            parts = ", ".join(f"{name.replace('_', ' ')} {ms:.1f} ({ms / total:.0%})" for name, ms in phases.items())
-            lines.append(f"Where time goes, {r['name']}, T = {r['temperature']:g}: {parts} ms per token.")
-    return lines
+    return [f"Where time goes, {r['name']}, T = {r['temperature']:g}: {phase_text(r['phases_ms_per_token'])} ms per "
+            "token." for r in results["rows"] if r.get("phases_ms_per_token")]

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.figure import speedup_svg  # noqa: E402  (after the path: a script run from anywhere)
+from benchmarks.table import phase_text  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 README, BENCH, SVG = ROOT / "README.md", ROOT / "docs" / "benchmark.md", ROOT / "docs" / "benchmark-speedup.svg"
@@ -326,12 +327,9 @@ def phases_block() -> str:
     lines = ["| configuration | T | where the time goes, ms per generated token (share) | wall ms per token |",
              "|---|---|---|---|"]
     for r in results["rows"]:
-        phases = r.get("phases_ms_per_token")
-        if not phases:
-            continue
-        total = sum(phases.values())
-        parts = ", ".join(f"{name.replace('_', ' ')} {ms:.1f} ({ms / total:.0%})" for name, ms in phases.items())
-        lines.append(f"| {r['name']} | {r['temperature']:g} | {parts} | {1000 * r['wall_s'] / r['tokens']:.1f} |")
+        if r.get("phases_ms_per_token"):
+            lines.append(f"| {r['name']} | {r['temperature']:g} | {phase_text(r['phases_ms_per_token'])} "
+                         f"| {1000 * r['wall_s'] / r['tokens']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
