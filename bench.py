@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.configurations import SUITES, TARGET_ONLY, selected
+from benchmarks.configurations import INT4_DERIVED, SUITES, TARGET_ONLY, selected
 from benchmarks.figure import write_figure
 from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row
@@ -48,6 +48,7 @@ from engine.config import SpecConfig
 from engine.vllm.transport import VllmError
 
 BF16_PAIR = "bf16-target"       # benchmarks/configurations.py PAIRS: the int8 draft on a bf16 target where native
+BF16_TARGET_PAIRS = (BF16_PAIR, INT4_DERIVED)   # pairs running that same target: checked against its target-only
 CPU_REPEATS = 1      # a CPU run of the default rows takes about 10 minutes already
 GPU_REPEATS = 3      # a GPU row takes seconds: each (row, prompt) is the median of three, after the warm-up
 
@@ -87,8 +88,9 @@ def run(args: argparse.Namespace) -> dict:
                 row.identical = True if temperature == 0 else None
             if configuration.kind == TARGET_ONLY and temperature == 0:
                 own_target[configuration.pair] = outputs
-            if configuration.pair == BF16_PAIR and temperature == 0:     # the same bf16 target's own output
-                row.identical = outputs == own_target.get(BF16_PAIR)
+            if configuration.pair in BF16_TARGET_PAIRS and temperature == 0:     # the same bf16 target's own output
+                reference = own_target.get(BF16_PAIR)
+                row.identical = None if reference is None else outputs == reference
             rows.append(row)
             measured[temperature].append((row, configuration))
     table = [table_row(row, configuration, rows, args.k, suite)

@@ -26,6 +26,10 @@ PAIRS = {
     "bf16-target": {"draft_dtype": "int8", "target_dtype": "bfloat16-native"},
 }
 DERIVED = "fp32-draft-fast-target"      # the plain pair's float32 draft on the fast pair's prepacked target
+# the bf16-target pair's own target beside an int4 copy of the plain pair's draft (half the int8 draft's bytes, a
+# kernel near the memory's speed): the page's "Use the fastest here" where the int4 probe passes (issue #40). Built
+# from loaded pairs, not loaded: a fourth pair's target did not fit in 24 GiB beside the other three.
+INT4_DERIVED = "int4-draft-bf16-target"
 
 REFERENCE_STOCK = "target-only, stock fp32 target"
 REFERENCE_SAME_KERNELS = "target-only, prepacked fp32 target"
@@ -34,12 +38,13 @@ FAST = "SpecViz fast (int8 draft, prepacked fp32 target)"
 # Its greedy rows are checked against target-only decoding of the same bfloat16 target, not the stock fp32 one.
 REFERENCE_BF16_TARGET = "target-only, prepacked bf16 target (where native)"
 BF16_TARGET = "SpecViz, int8 draft, prepacked bf16 target (where native)"
+INT4_BF16_TARGET = "SpecViz, int4 draft, prepacked bf16 target (where native)"
 
 
 @dataclass(frozen=True)
 class Configuration:
     name: str                      # may hold {k}: the run's --k
-    pair: str                      # a key of PAIRS, or DERIVED
+    pair: str                      # a key of PAIRS, DERIVED or INT4_DERIVED
     kind: str = ENGINE
     changes: dict = field(default_factory=dict)   # SpecConfig fields; "k" may be a number
     detailed_trace: bool = True    # the recorder: full step records (on) or ids and counts only (off)
@@ -74,6 +79,7 @@ CONFIGURATIONS: list[Configuration] = [
     Configuration(FAST + ", adaptive k", "fast", changes={"adaptive_k": True}, default=True, headline=True),
     Configuration(REFERENCE_BF16_TARGET, "bf16-target", TARGET_ONLY, default_where_native_bf16=True),
     Configuration(BF16_TARGET + ", k={k}", "bf16-target", default_where_native_bf16=True, headline=True),
+    Configuration(INT4_BF16_TARGET + ", k={k}", INT4_DERIVED, default_where_native_bf16=True, headline=True),
     *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
                     changes={"tree_nodes": nodes, "tree_branch": branch}) for nodes, branch in ((8, 2), (16, 3), (32, 4))),
 ]

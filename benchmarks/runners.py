@@ -4,13 +4,14 @@ assisted. Every prompt runs `repeats` times; the median wall time is kept."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from benchmarks.configurations import (DERIVED, ENGINE, HF_ASSISTED, HF_ASSISTED_DEFAULTS, HF_TARGET_ONLY, PAIRS,
-                                       SUITES, TARGET_ONLY, Configuration, Suite)
+from benchmarks.configurations import (DERIVED, ENGINE, HF_ASSISTED, HF_ASSISTED_DEFAULTS, HF_TARGET_ONLY,
+                                       INT4_DERIVED, PAIRS, SUITES, TARGET_ONLY, Configuration, Suite)
 from benchmarks.prompts import PROMPTS
 from benchmarks.rows import Row, timed
 from engine.config import SpecConfig
@@ -21,6 +22,8 @@ from engine.decode.speculative import SpeculativeEngine
 from benchmarks.shapes import random_pair
 from engine.loading.cost_probe import measure_costs
 from engine.runtime.kernel_names import STOCK
+from engine.runtime.cpu.kernel_probe import probe_int4, probe_int8
+from engine.runtime.cpu.kernels import kernel_of, quantize_int4
 from engine.loading.models import load_pair
 from engine.loading.speed_up import graph_backend, prepare_static_runners
 
@@ -45,16 +48,23 @@ def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = 
         pair.device_costs = measure_costs(pair, "static")
         pairs = {"gpu": pair}
     else:
-        keys = [key for key in options if key in needed or (key in ("plain", "fast") and DERIVED in needed)]
+        keys = [key for key in options if key in needed or (key in ("plain", "fast") and DERIVED in needed)
+                or (key in ("plain", "bf16-target") and INT4_DERIVED in needed)]
         pairs = {key: load_pair(preset, **options[key]) for key in keys}
     if DERIVED in needed:
         pairs[DERIVED] = replace(pairs["fast"], draft=pairs["plain"].draft, draft_dtype="float32",
                                  draft_kernel=STOCK, step_costs=DrafterCosts())
+    if INT4_DERIVED in needed:
+        draft = copy.deepcopy(pairs["plain"].draft)
+        if quantize_int4(draft) == 0:
+            raise SystemExit(f"bench: an int4 draft cannot run here: {probe_int4() or probe_int8()}")
+        pairs[INT4_DERIVED] = replace(pairs["bf16-target"], draft=draft, draft_dtype="int4",
+                                      draft_kernel=kernel_of(draft), step_costs=DrafterCosts())
     warm_up = SpecConfig(k=4, max_new_tokens=8)
     for key, pair in pairs.items():
         for cache in ("dynamic", "static") if suite.device == "cuda" else ("auto",):
             SpeculativeEngine(pair).generate("warm up", warm_up.replace(cache=cache))
-        if key not in ("fast", "bf16-target"):     # the pairs that no transformers row runs on skip its warm-up
+        if key not in ("fast", "bf16-target", INT4_DERIVED):     # the pairs that no transformers row runs on skip its warm-up
             for kind in (HF_TARGET_ONLY, HF_ASSISTED):          # transformers' own generate, warmed alike
                 hf_generate(pair, pair.encode_prompt("warm up"), warm_up, kind)
     return pairs

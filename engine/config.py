@@ -23,9 +23,11 @@ TARGET_DTYPES = ("auto",) + DTYPES                # auto: bfloat16 on CUDA (its 
 # decoding of that same bfloat16 target, a different claim from a float32 target's.
 NATIVE_BF16 = "bfloat16-native"
 REDUCED_PRECISION = ("bfloat16", "float16")     # target dtypes whose rounding flips near ties more often
-# int8: a dynamically quantized draft (CPU); auto: the fastest for the device (int8 on a CPU, bfloat16
-# on CUDA, else float32). The target decides every token, so a draft dtype never changes the output (Exactness).
-DRAFT_DTYPES = ("auto",) + DTYPES + ("int8",)
+# int8, int4: a draft whose weights are quantized (weight-only, CPU; engine/runtime/cpu/kernel_modules.py); auto:
+# the fastest for the device (int8 on a CPU, bfloat16 on CUDA, else float32). The target decides every token, so
+# a draft dtype never changes the output (Exactness).
+QUANTIZED_DRAFTS = ("int8", "int4")
+DRAFT_DTYPES = ("auto",) + DTYPES + QUANTIZED_DRAFTS
 DEVICES = ("auto", "cpu", "cuda", "mps")
 CUTOFF_MODES = ("truncate", "none", "zero_fill")
 # The KV cache's kind (docs/architecture.md §7): "dynamic" grows and frees cut rows; "static" is sized

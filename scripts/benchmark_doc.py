@@ -28,7 +28,12 @@ DEFAULT_ROW = "SpecViz fast (int8 draft, prepacked fp32 target), k=5"
 PREPACKED, STOCK = "target-only, prepacked fp32 target", "target-only, stock fp32 target"
 # benchmarks/configurations.py's bfloat16-target rows, in a default run where the CPU computes bfloat16 natively
 BF16_ROW = "SpecViz, int8 draft, prepacked bf16 target (where native), k=5"
+INT4_ROW = "SpecViz, int4 draft, prepacked bf16 target (where native), k=5"      # from the run of 2026-11-29 evening
 BF16_REFERENCE = "target-only, prepacked bf16 target (where native)"
+SPECVIZ_ROWS = (DEFAULT_ROW, BF16_ROW, INT4_ROW)       # SpecViz's speculative rows that README and the verdict quote
+ROLES = {DEFAULT_ROW: "the app's default", BF16_ROW: "target dtype bfloat16 on the page",
+         INT4_ROW: "the page's **Use the fastest here** (target bfloat16, draft int4)"}
+DRAFT_OF = {BF16_ROW: "int8 draft, ", INT4_ROW: "int4 draft, ", BF16_REFERENCE: ""}
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)", re.S)
 
 
@@ -128,9 +133,9 @@ def kernels(row_name: str, results: dict) -> str:
         what = {"none": f"{dtype} target", "draft_model": f"{dtype} draft and target",
                 "ngram": f"{dtype} target, n-gram lookup"}[server["method"]]
         return f"vLLM's CPU kernels, {what}"
-    if row_name in (BF16_ROW, BF16_REFERENCE):
+    if row_name in DRAFT_OF:
         dtype = (results.get("bf16_target") or {}).get("target_dtype", "bfloat16")
-        return ("int8 draft, " if row_name == BF16_ROW else "") + f"oneDNN-prepacked {dtype} target"
+        return DRAFT_OF[row_name] + f"oneDNN-prepacked {dtype} target"
     if row_name.startswith("SpecViz fast"):
         return "int8 draft, oneDNN-prepacked float32 target"
     if row_name == PREPACKED:
@@ -147,7 +152,7 @@ def reference(row_name: str, results: dict) -> str:
     server = servers(results).get(row_name)
     if server is not None:
         return row_name if server["method"] == "none" else "vLLM target-only" + row_name[row_name.index(" ("):]
-    if row_name in (BF16_ROW, BF16_REFERENCE):
+    if row_name in DRAFT_OF:
         return BF16_REFERENCE
     if row_name.startswith("SpecViz fast") or row_name == PREPACKED:
         return PREPACKED
@@ -244,7 +249,7 @@ def cpu_block(run: Run) -> str:
 def readme_rows(results: dict, temperature: float) -> list[str]:
     """The README's rows of one run: SpecViz's default first, then each reference and each peer."""
     peer = fastest_peer(results, temperature)
-    names = [DEFAULT_ROW, BF16_ROW, PREPACKED, BF16_REFERENCE, STOCK] + [
+    names = [*SPECVIZ_ROWS, PREPACKED, BF16_REFERENCE, STOCK] + [
         r["name"] for r in results["rows"] if r["temperature"] == temperature and r["name"] in servers(results)
         and "on cores 0-1" in r["name"]]
     names += [] if peer["name"] in names else [peer["name"]]
@@ -257,9 +262,8 @@ def readme_rows(results: dict, temperature: float) -> list[str]:
         gain = "(reference)" if own == name else times(ratio(results, name, own, temperature))
         over_peer = times(ratio(results, name, peer["name"], temperature))
         cells = [name, kernels(name, results), f"{r['tokens_per_s']:.1f}", gain, over_peer, times(r["speedup"])]
-        if name in (DEFAULT_ROW, BF16_ROW):
-            role = "the app's default" if name == DEFAULT_ROW else "target dtype bfloat16 on the page"
-            cells = [f"**{cells[0]}**: {role}", cells[1], cells[2], f"**{gain}**", f"**{over_peer}**", cells[5]]
+        if name in ROLES:
+            cells = [f"**{cells[0]}**: {ROLES[name]}", cells[1], cells[2], f"**{gain}**", f"**{over_peer}**", cells[5]]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -287,7 +291,7 @@ def sampled_sentence(run: Run) -> str:
     results = load(run.file)
     peer = fastest_speculative_peer(results, 0.7)
     parts = []
-    for name in (DEFAULT_ROW, BF16_ROW):
+    for name in SPECVIZ_ROWS:
         own = row(results, name, 0.7)
         if own is None:
             continue
@@ -315,7 +319,7 @@ def verdict_block() -> str:
         if peer is None:
             continue
         mine = [f"{name} {own['tokens_per_s']:.1f} tok/s, **{times(own['tokens_per_s'] / peer['tokens_per_s'])}**"
-                for name in (DEFAULT_ROW, BF16_ROW) if (own := row(results, name, temperature)) is not None]
+                for name in SPECVIZ_ROWS if (own := row(results, name, temperature)) is not None]
         lines.append(f"- {label(temperature)}: against {peer['name']} at {peer['tokens_per_s']:.1f} tok/s: "
                      + "; ".join(mine) + ".")
     return "\n".join(lines) + "\n"

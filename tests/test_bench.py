@@ -12,7 +12,7 @@ import pytest
 
 import bench
 from engine.cli.machine import machine_record
-from benchmarks.configurations import (BF16_TARGET, CONFIGURATIONS, GPU_ASSISTED_SAME_K, REFERENCE_BF16_TARGET, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
+from benchmarks.configurations import (BF16_TARGET, CONFIGURATIONS, INT4_BF16_TARGET, INT4_DERIVED, GPU_ASSISTED_SAME_K, REFERENCE_BF16_TARGET, GPU_REFERENCE_EAGER, GPU_REFERENCE_GRAPHS,
                                        REFERENCE_SAME_KERNELS, REFERENCE_STOCK, SUITES, selected)
 from benchmarks.figure import speedup_svg
 from benchmarks.table import closing_note
@@ -69,12 +69,12 @@ def test_the_default_selection_is_small_and_the_grid_holds_everything():
     assert len(default) < len(CONFIGURATIONS) == len(selected(grid=True, only=[], k=5))
     narrowed = selected(grid=True, only=["n-gram"], k=5)
     assert [c.name for c in narrowed][2:] == ["SpecViz, n-gram drafter"]
-    # where the CPU computes bfloat16 natively the bfloat16 target's two rows join the default run, its own
-    # target-only reference first (its greedy rows are compared with it)
+    # where the CPU computes bfloat16 natively the bfloat16 target's rows join the default run, its own
+    # target-only reference first (its greedy rows are compared with it), then the int8 and the int4 draft on it
     native = selected(grid=False, only=[], k=5, native_bf16=True)
     added = [c.name for c in native if c not in default]
-    assert added == [REFERENCE_BF16_TARGET, BF16_TARGET + ", k={k}"]
-    assert all(c.pair == "bf16-target" for c in native if c not in default)
+    assert added == [REFERENCE_BF16_TARGET, BF16_TARGET + ", k={k}", INT4_BF16_TARGET + ", k={k}"]
+    assert [c.pair for c in native if c not in default] == ["bf16-target", "bf16-target", INT4_DERIVED]
 
 
 def test_the_bfloat16_rows_run_only_where_the_cpu_computes_bfloat16_natively(monkeypatch):

@@ -20,6 +20,7 @@ import pytest
 from app import EngineRunner
 from engine.device_costs import DeviceCosts
 from engine.machine_facts import MachineFacts
+from engine.runtime.cpu.kernels import can_quantize_int4
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
 from engine.runtime.cpu.others_share import CpuTimes, now, others_share, read_cpu_times
 from specviz.assets import load_demo_trace
@@ -75,9 +76,10 @@ def test_the_button_sets_the_chain_k_and_a_bfloat16_target_where_native():
     alpha = recorded_acceptance(RECORDED, SAME_PAIR)
     best = max((1, 2, 3, 4, 5, 6, 8), key=lambda k: by_hand(alpha, k))
     ready = LoadStatus("qwen-coder", "ready", 1.0, "", 9.0, device_costs=CPU_LIKE, machine=SAME_PAIR)
-    k, adaptive, nodes, drafter, dtype = use_fastest(ready, RECORDED)
+    k, adaptive, nodes, drafter, dtype, draft_dtype = use_fastest(ready, RECORDED)
     assert (k["value"], adaptive["value"], nodes["value"], drafter["value"], dtype["value"]) == (
         best, False, 0, MODEL_DRAFTER, "bfloat16")
+    assert draft_dtype == {"__type__": "update"}             # SAME_PAIR's CPU runs no int4 kernel: the draft stays
     assert button_update(ready, RECORDED) == {"__type__": "update", "visible": True, "value": (
         f"Use the fastest here: a chain of k = {best} with the draft model and a bfloat16 target")}
     assert "**Use the fastest here** (beside Run) sets these" in choice_text(CPU_LIKE, SAME_PAIR, RECORDED)
@@ -85,12 +87,28 @@ def test_the_button_sets_the_chain_k_and_a_bfloat16_target_where_native():
     assert use_fastest(emulated, RECORDED)[4] == {"__type__": "update"}         # the target dtype is left alone
     assert button_update(emulated, RECORDED)["value"].endswith(f"k = {best} with the draft model")
     other_pair = dataclasses.replace(ready, machine=dataclasses.replace(SAME_PAIR, draft="x"))
-    assert [update.get("value") for update in use_fastest(other_pair, RECORDED)] == [None, None, None, None, "bfloat16"]
+    assert [update.get("value") for update in use_fastest(other_pair, RECORDED)] == [None, None, None, None, "bfloat16",
+                                                                                       None]
     nothing = dataclasses.replace(other_pair, machine=dataclasses.replace(SAME_PAIR, draft="x", bf16_refusal="no"))
     assert not fastest_here(CPU_LIKE, nothing.machine, RECORDED).applies
     assert button_update(nothing, RECORDED) == {"__type__": "update", "visible": False}
     loading = dataclasses.replace(ready, state="loading")
     assert button_update(loading, RECORDED)["visible"] is False and button_update(None, RECORDED)["visible"] is False
+
+
+def test_the_button_sets_an_int4_draft_where_the_cpu_runs_it_and_the_draft_is_int8():
+    int4_here = dataclasses.replace(SAME_PAIR, int4_draft_runs=True)
+    ready = LoadStatus("qwen-coder", "ready", 1.0, "", 9.0, device_costs=CPU_LIKE, machine=int4_here)
+    assert use_fastest(ready, RECORDED)[5] == {"__type__": "update", "value": "int4"}
+    assert button_update(ready, RECORDED)["value"].endswith("with the draft model, a bfloat16 target and an int4 draft")
+    text = choice_text(CPU_LIKE, int4_here, RECORDED)
+    assert "**Draft dtype int4**" in text and "never the output" in text
+    for machine in (dataclasses.replace(int4_here, draft_dtype="float32"),          # a float draft: left as chosen
+                    dataclasses.replace(int4_here, device="cuda", target_dtype="bfloat16")):
+        assert not fastest_here(CPU_LIKE, machine, RECORDED).int4_draft
+    only_int4 = dataclasses.replace(int4_here, draft="x", bf16_refusal="no")        # nothing else to set: still applies
+    assert [update.get("value") for update in use_fastest(dataclasses.replace(ready, machine=only_int4), RECORDED)] == [
+        None, None, None, None, None, "int4"]
 
 
 def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
@@ -103,6 +121,7 @@ def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
     assert costs.ks == [1, 2, 3, 4, 5, 6, 8] and costs.target_token_ms > 0 and costs.draft_token_ms > 0
     assert machine.device == "cpu" and machine.target_dtype == "float32" and machine.draft
     assert machine.bf16_refusal == native_bf16_refusal()             # this CPU's own answer
+    assert machine.int4_draft_runs == can_quantize_int4()
     assert machine.others_busy is not None and 0.0 <= machine.others_busy <= 1.0     # read from /proc/stat
     text = load_status_text(status, RECORDED)
     assert "**Measured on this CPU when the pair loaded** (dynamic cache, no graphs)" in text

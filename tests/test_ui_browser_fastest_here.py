@@ -1,9 +1,11 @@
 """The Run tab's "Use the fastest here" in Debian's chromium (issue #40 item 2): once the load has priced this
 machine, the button beside Run says what it sets, and pressing it sets the k slider, a chain, the draft model and
-the bfloat16 target on the page. The load is a fake's (a status with known costs and facts: the page is the layer
+the bfloat16 target and the int4 draft on the page. The load is a fake's (a status with known costs and facts: the page is the layer
 under test); the oracle for the k is the i.i.d. model worked out by hand in tests/test_machine_choice.py."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -19,7 +21,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def app():
-    status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 9.0, device_costs=CPU_LIKE, machine=SAME_PAIR)
+    machine = dataclasses.replace(SAME_PAIR, int4_draft_runs=True)          # a CPU that runs the int4 kernel
+    status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 9.0, device_costs=CPU_LIKE, machine=machine)
     demo, url = serve(FakeRunner(status=status))
     yield url
     demo.close()
@@ -33,7 +36,7 @@ def test_the_button_beside_run_sets_what_the_status_line_chose(browser, app):
     page.goto(app, wait_until="domcontentloaded")
     page.wait_for_selector("#sv-use-fastest", state="visible")
     assert page.inner_text("#sv-use-fastest") == (
-        f"Use the fastest here: a chain of k = {best} with the draft model and a bfloat16 target")
+        f"Use the fastest here: a chain of k = {best} with the draft model, a bfloat16 target and an int4 draft")
     assert f"**k = {best}" not in page.inner_text("#sv-load-status")           # rendered, not raw markdown
     assert f"k = {best} is the fastest here" in page.inner_text("#sv-load-status")
     for box, value in (("#sv-k", "1" if best != 1 else "2"), ("#sv-tree-nodes", "8")):    # away from the choice
@@ -45,6 +48,7 @@ def test_the_button_beside_run_sets_what_the_status_line_chose(browser, app):
     page.click("#sv-more .label-wrap")                               # "More settings", where the dtypes are
     page.wait_for_selector("#sv-target-dtype input", state="visible")
     assert page.input_value("#sv-target-dtype input") == "bfloat16"
+    assert page.input_value("#sv-draft-dtype input") == "int4"
     page.screenshot(path=str(ARTIFACTS / "use-the-fastest-here.png"), full_page=False)
     assert "bfloat16" in page.inner_text("#sv-exactness")          # the exactness note follows the target dtype
     page.close()

@@ -28,7 +28,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="target model: hub id, local directory or .gguf file")
     parser.add_argument("--device", choices=DEVICES, default="auto")
     parser.add_argument("--draft-dtype", choices=DRAFT_DTYPES, default="auto",
-                        help="auto (default): int8 on a CPU, bfloat16 on CUDA; the output never depends on it")
+                        help="auto (default): int8 on a CPU, bfloat16 on CUDA; int4 (a CPU): 4-bit groups of 32, "
+                             "half int8's bytes; the output never depends on it")
     parser.add_argument("--target-dtype", choices=TARGET_DTYPES, default="auto",
                         help="auto (default): bfloat16 on CUDA, float32 elsewhere (float32 decodes exactly as the "
                              "target alone does, up to rounding)")

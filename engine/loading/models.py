@@ -19,11 +19,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from engine.config import DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NATIVE_BF16, NGRAM_DRAFTER, resolve_target_dtype
+from engine.config import (DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NATIVE_BF16, NGRAM_DRAFTER, QUANTIZED_DRAFTS,
+                           resolve_target_dtype)
 from engine.decode.pair import ModelPair
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.runtime.cpu.kernels import can_quantize_int8
-from engine.runtime.cpu.kernel_probe import probe_int8
+from engine.runtime.cpu.kernel_probe import probe_int4, probe_int8
 from engine.runtime.cpu.native_bf16 import cpu_target_dtype
 from engine.loading.speed_up import speed_up
 from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file
@@ -58,7 +59,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
 
     On the CPU, `prepack` reorders the target's (and a bfloat16 draft's) linear weights
     for oneDNN so that verifying k + 1 tokens costs about one decoding step
-    (engine/runtime/cpu/kernels.py); a draft_dtype of "int8" quantizes the draft's linear layers.
+    (engine/runtime/cpu/kernels.py); a draft_dtype of "int8" or "int4" quantizes the draft's linear layers.
     On CUDA the target loads in bfloat16 unless `target_dtype` names another ("auto"), and both
     models' static-cache forwards are captured as CUDA graphs (engine/loading/speed_up.py).
     `target_dtype="bfloat16-native"` (engine.config.NATIVE_BF16) runs a bfloat16 target where the CPU
@@ -76,11 +77,11 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
         report(0.01, f"a float32 target: {reason}" if reason else "a bfloat16 target: this CPU computes bfloat16 natively")
     target_dtype = resolve_target_dtype(target_dtype, torch_device.type)
     draft_torch_dtype, target_torch_dtype = _dtype(draft_dtype, "draft"), _dtype(target_dtype, "target")
-    if draft_dtype == "int8" and torch_device.type != "cpu":
-        raise ModelLoadError(f"an int8 draft runs on the CPU only, but the device is {torch_device.type}: "
+    if draft_dtype in QUANTIZED_DRAFTS and torch_device.type != "cpu":
+        raise ModelLoadError(f"an {draft_dtype} draft runs on the CPU only, but the device is {torch_device.type}: "
                              "choose a bfloat16 or float16 draft there")
-    if draft_dtype == "int8" and torch_device.type == "cpu" and (reason := probe_int8()) is not None:
-        raise ModelLoadError(f"an int8 draft cannot run here: {reason}; choose a float32 or bfloat16 draft")
+    if draft_dtype in QUANTIZED_DRAFTS and torch_device.type == "cpu" and (reason := _quantized_refusal(draft_dtype)):
+        raise ModelLoadError(f"an {draft_dtype} draft cannot run here: {reason}; choose a float32 or bfloat16 draft")
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
         pair = _tiny_pair(preset_name, draft_ref, target_ref, torch_device, draft_torch_dtype, target_torch_dtype, report)
@@ -142,12 +143,18 @@ def resolve_draft_dtype(name: str, device: torch.device) -> str:
     return "bfloat16" if device.type == "cuda" else "float32"
 
 
+def _quantized_refusal(draft_dtype: str) -> str | None:
+    """Why a quantized draft's kernels cannot run on this CPU (int4 also needs int8 for the layers it
+    cannot pack); None when they can."""
+    return probe_int8() or (probe_int4() if draft_dtype == "int4" else None)
+
+
 def _dtype(name: str, role: str) -> torch.dtype:
-    """The dtype the weights load in; an int8 draft loads in float32 and is quantized after."""
+    """The dtype the weights load in; an int8 or int4 draft loads in float32 and is quantized after."""
     allowed = DRAFT_DTYPES if role == "draft" else DTYPES       # a draft's "auto" is resolved before this
     if name not in allowed:
         raise ModelLoadError(f"{role} dtype must be one of {', '.join(allowed)}, got {name!r}")
-    return torch.float32 if name == "int8" else getattr(torch, name)
+    return torch.float32 if name in QUANTIZED_DRAFTS else getattr(torch, name)
 
 
 def _blank_to_none(reference: str | None) -> str | None:

@@ -19,7 +19,7 @@ from engine.decode.pair import ModelPair
 from engine.runtime.kernel_names import STOCK
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.runtime.cpu.kernels import (NO_FILES, kernel_of, prepack_linear_layers,
-                                        quantize_int8, release_mapped_weights)
+                                        quantize_int4, quantize_int8, release_mapped_weights)
 from engine.presets import first_line
 from engine.runtime.cpu.int8_store import Int8Store
 from engine.runtime.cpu.kernel_probe import probe_prepacked
@@ -37,7 +37,7 @@ PREPARED_ROWS = 256          # the runners captured at load hold prompt + new to
 
 def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
               files: dict[str, CheckpointFiles], int8_root: Path | None = None) -> ModelPair:
-    """CPU kernels (engine/runtime/cpu/kernels.py), each behind its probe: quantize an int8 draft;
+    """CPU kernels (engine/runtime/cpu/kernels.py), each behind its probe: quantize an int8 or int4 draft;
     prepack the target, whose forwards verify several tokens at once, and a bfloat16 draft (faster
     even one token at a time). Weights are read from their files (`files`) as they are converted,
     and the converted models keep no reference to the mapped files. An int8 draft's quantization is
@@ -48,6 +48,10 @@ def speed_up(pair: ModelPair, draft_dtype: str, prepack: bool, report: Progress,
         report(0.9, "quantizing the draft to int8")
         quantize_int8(pair.draft, draft_files, Int8Store(int8_root, draft_files) if int8_root is not None else None)
         pair.draft_dtype = "int8"
+    if pair.draft is not None and draft_dtype == "int4":
+        report(0.9, "quantizing the draft to int4")
+        quantize_int4(pair.draft, draft_files)
+        pair.draft_dtype = "int4"
     if prepack and pair.device.type == "cpu":
         report(0.93, "prepacking the target's weights for fast verification")
         _prepack(pair.target, target_files, report)

@@ -13,6 +13,7 @@ from engine.config import REDUCED_PRECISION
 STOCK = "stock"                         # torch's own F.linear (MKL on a CPU; cuBLAS on a GPU)
 ONEDNN_PREPACKED = "onednn-prepacked"   # weights reordered once for oneDNN; float precision unchanged
 INT8_WEIGHT_ONLY = "int8-weight-only"   # int8 weights, a scale per output row, bfloat16 activations (drafts only)
+INT4_WEIGHT_ONLY = "int4-weight-only"   # int4 weights in groups of 32 inputs, bfloat16 activations (drafts only)
 
 KERNEL_DESCRIPTIONS = {
     STOCK: "torch's stock matrix products",
@@ -20,6 +21,8 @@ KERNEL_DESCRIPTIONS = {
                       "costs about one decoding step)",
     INT8_WEIGHT_ONLY: "int8 weights with a scale per output row, bfloat16 activations (draft only: "
                       "it changes proposals, never the output)",
+    INT4_WEIGHT_ONLY: "int4 weights in groups of 32 inputs, each with a scale and offset, bfloat16 activations "
+                      "(draft only: it changes proposals, never the output)",
 }
 
 

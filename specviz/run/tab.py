@@ -100,7 +100,7 @@ def run_tab(runner: Runner, demo_trace: DemoTrace, policy: Policy, large: gr.Che
                          outputs=[use_fastest_here], show_progress="hidden", queue=False, api_visibility="private")
         use_fastest_here.click(lambda: use_fastest(runner.load_status(), demo_trace.trace), inputs=None,
                                outputs=[controls[name] for name in ("k", "adaptive_k", "tree_nodes", "drafter",
-                                                                    "target_dtype")],
+                                                                    "target_dtype", "draft_dtype")],
                                show_progress="hidden", queue=False, api_visibility="private")
     views["upload"].upload(handlers.upload, inputs=[views["upload"], large, width], outputs=views_out,
                            concurrency_limit=2, api_visibility="private").success(**shown_elsewhere)
@@ -155,7 +155,9 @@ def _controls(runner: Runner, demo_trace: DemoTrace, policy: Policy) -> dict[str
             c["seed"] = gr.Number(value=start.seed, precision=0, minimum=0, label="seed", min_width=100)
         with gr.Row():
             c["draft_dtype"] = gr.Dropdown(list(DRAFT_DTYPES), value="auto", label="draft dtype", min_width=120,
-                                           info="auto: int8 on a CPU, bfloat16 on CUDA, else float32; never changes the output")
+                                           elem_id="sv-draft-dtype",
+                                           info="auto: int8 on a CPU, bfloat16 on CUDA, else float32; int4 (CPU): "
+                                                "half int8's bytes; never changes the output")
             c["target_dtype"] = gr.Dropdown(list(TARGET_DTYPES), value="auto", label="target dtype", min_width=120,
                                             elem_id="sv-target-dtype",
                                             info="auto: float32 on a CPU, bfloat16 on CUDA (its tensor cores)")

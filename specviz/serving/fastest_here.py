@@ -5,8 +5,10 @@ The load measured this machine's costs (engine/device_costs.py) and facts (engin
 acceptance of the page's recorded greedy run of the same pair, the i.i.d. cost model E / (k c + v) picks the
 chain's k (a chain: the model prices chains, and a tree's extra verify rows cost more than they bring on a CPU's
 forwards); where the CPU computes bfloat16 natively and the loaded target is float32, a bfloat16 target reads half
-the bytes each forward. `choice_text` says it with the numbers; `use_fastest` sets the Run tab's controls to it
-(a chain of that k with the draft model, and the bfloat16 target where native), so the next Run measures it.
+the bytes each forward; where the CPU runs the int4 kernel and the loaded draft is int8, an int4 draft reads half
+its bytes again (the draft never changes the output). `choice_text` says it with the numbers; `use_fastest` sets
+the Run tab's controls to it (a chain of that k with the draft model, the bfloat16 target where native, the int4
+draft where it runs), so the next Run measures it.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ class FastestHere:
     speedup: float | None        # its predicted speedup over target-only decoding
     bfloat16_target: bool        # this CPU computes bfloat16 natively and the loaded target is float32
     bf16_refusal: str | None     # a CPU's reason a bfloat16 target would not pay (None where it would, or off a CPU)
+    int4_draft: bool = False     # this CPU runs the int4 kernel and the loaded draft model is int8
 
     @property
     def applies(self) -> bool:
-        """Whether the button would change anything: a k to set or a bfloat16 target to choose."""
-        return self.k is not None or self.bfloat16_target
+        """Whether the button would change anything: a k to set, a bfloat16 target or an int4 draft to choose."""
+        return self.k is not None or self.bfloat16_target or self.int4_draft
 
     def button_label(self) -> str:
         parts = ([f"a chain of k = {self.k} with the draft model"] if self.k is not None else [])
         parts += ["a bfloat16 target"] if self.bfloat16_target else []
-        return "Use the fastest here: " + " and ".join(parts)
+        parts += ["an int4 draft"] if self.int4_draft else []
+        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return "Use the fastest here: " + listed
 
 
 def fastest_here(costs: DeviceCosts | None, machine: MachineFacts | None, recorded: Trace | None) -> FastestHere | None:
@@ -50,7 +55,8 @@ def fastest_here(costs: DeviceCosts | None, machine: MachineFacts | None, record
     k, speedup = costs.fitted().best(alpha) if alpha is not None and costs.draft_token_ms is not None else (None, None)
     cpu_float32 = machine.device == "cpu" and machine.target_dtype == "float32"
     return FastestHere(alpha, k, speedup, cpu_float32 and machine.bf16_refusal is None,
-                       machine.bf16_refusal if cpu_float32 else None)
+                       machine.bf16_refusal if cpu_float32 else None,
+                       machine.device == "cpu" and machine.int4_draft_runs and machine.draft_dtype == "int8")
 
 
 def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | None) -> str:
@@ -74,6 +80,10 @@ def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | Non
                        if choice.k is not None else ""))
     elif choice.bf16_refusal is not None:
         said.append(f"Target dtype: {choice.bf16_refusal}.")
+    if choice.int4_draft:
+        said.append("**Draft dtype int4** quantizes the draft's weights to 4 bits in groups of 32 (a scale and an "
+                    "offset each): half an int8 draft's bytes, on a kernel that runs near this machine's memory speed. "
+                    "It can only move which drafts are accepted, never the output: the target decides every token.")
     if choice.applies:
         said.append("**Use the fastest here** (beside Run) sets these for the next Run.")
     return " ".join(said)
@@ -96,14 +106,15 @@ def button_update(status: LoadStatus | None, recorded: Trace | None) -> Any:
     return gr.update(visible=True, value=choice.button_label())
 
 
-def use_fastest(status: LoadStatus | None, recorded: Trace | None) -> tuple[Any, Any, Any, Any, Any]:
-    """The Run tab's k, adaptive k, tree nodes, drafter and target dtype set to the fastest here; each control the
-    choice does not name keeps its value."""
+def use_fastest(status: LoadStatus | None, recorded: Trace | None) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The Run tab's k, adaptive k, tree nodes, drafter, target dtype and draft dtype set to the fastest here; each
+    control the choice does not name keeps its value."""
     choice = None if status is None else fastest_here(status.device_costs, status.machine, recorded)
     keep = gr.update()
     if choice is None or not choice.applies:
-        return keep, keep, keep, keep, keep
+        return keep, keep, keep, keep, keep, keep
+    dtypes = (gr.update(value="bfloat16") if choice.bfloat16_target else keep,
+              gr.update(value="int4") if choice.int4_draft else keep)
     if choice.k is None:
-        return keep, keep, keep, keep, gr.update(value="bfloat16")
-    return (gr.update(value=choice.k), gr.update(value=False), gr.update(value=0), gr.update(value=MODEL_DRAFTER),
-            gr.update(value="bfloat16") if choice.bfloat16_target else keep)
+        return keep, keep, keep, keep, *dtypes
+    return gr.update(value=choice.k), gr.update(value=False), gr.update(value=0), gr.update(value=MODEL_DRAFTER), *dtypes

@@ -1,4 +1,4 @@
-"""The two replacement linear layers: a oneDNN-prepacked one and an int8 weight-only one.
+"""The replacement linear layers: a oneDNN-prepacked one, an int8 and an int4 weight-only one.
 
 Both compute y = x W^T + b like the `nn.Linear` they replace, on the CPU only, through
 torch operators whose names start with an underscore (not covered by torch's
@@ -15,6 +15,13 @@ agrees, and records which kernels run (engine/runtime/kernel_names.py).
   other rows of the batch (per-tensor dynamic activation scales, as torch's deprecated
   `quantized.dynamic` layers used, would make it). It is used for draft models only: the
   target decides every emitted token and always keeps its float weights.
+- `Int4Linear` holds W as 4-bit integers in groups of INT4_GROUP inputs, each group with its
+  own scale and offset (asymmetric: the group's min and max span 0..15), packed for
+  `torch._weight_int4pack_mm_for_cpu`, bfloat16 activations, rows independent as above. It
+  reads half an int8 layer's bytes and its kernel runs near the memory's speed where the int8
+  one does not (issue #40: an int8 draft token of the default pair cost about 40 ms, an int4
+  one about 22 ms, benchmarks/data/int4-draft-2026-11-29.json). Draft models only, like int8:
+  the embedded draft's GGUF weights are 4- and 5-bit in blocks of 32 already.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from torch import nn
 
 PACK_ROWS_HINT = 4          # oneDNN picks its blocking for about this many rows (1..8 all stay near one step)
 INT8_LIMIT = 127            # symmetric: -127..127, so w = q * scale with scale = max |w| / 127
+INT4_GROUP = 32             # inputs per int4 group: the GGUF block size of the embedded draft's weights
+INT4_LEVELS = 15           # 0..15; the kernel computes w = (q - 8) * scale + offset
 INT8_FORMAT = "int8-rowwise-bf16-scales-v1"   # change it with `Int8Linear.from_weight`: saved quantizations then miss
 
 
@@ -87,3 +96,64 @@ class Int8Linear(nn.Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 "int8 weights per output row, bfloat16 activations")
+
+
+class Int4Linear(nn.Module):
+    """y = x W^T + b with W as 4-bit groups of INT4_GROUP inputs, a scale and offset each (weight-only;
+    bfloat16 activations)."""
+
+    def __init__(self, packed: torch.Tensor, scales_and_offsets: torch.Tensor, bias: torch.Tensor | None,
+                 in_features: int, out_features: int, out_dtype: torch.dtype):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.out_dtype = out_dtype
+        self.register_buffer("packed", packed)
+        self.register_buffer("scales_and_offsets", scales_and_offsets)   # (in / group, out, 2) bfloat16
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+
+    @staticmethod
+    def fits(weight: torch.Tensor) -> bool:
+        """Whether a weight (out x in) splits into whole groups and the kernel's packing takes it."""
+        return weight.dim() == 2 and weight.shape[1] % INT4_GROUP == 0 and weight.shape[0] % 16 == 0
+
+    @staticmethod
+    def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The int4 law on `weight` (out x in, `fits`), group by group: scale = (max - min) / 15 (at least
+        bfloat16's tiniest), offset = min + 8 scale, both rounded to bfloat16 first (the dtype the kernel
+        reads them in), q = round((w - offset) / scale + 8) in 0..15. Returns (q as int32, out x in;
+        scales and offsets as float32, out x groups)."""
+        out_features, in_features = weight.shape
+        groups = weight.detach().float().reshape(out_features, in_features // INT4_GROUP, INT4_GROUP)
+        low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+        scales = ((high - low) / INT4_LEVELS).clamp_min(torch.finfo(torch.bfloat16).tiny).to(torch.bfloat16).float()
+        offsets = (low + 8 * scales).to(torch.bfloat16).float()
+        quantized = torch.round((groups - offsets[..., None]) / scales[..., None] + 8).clamp_(0, INT4_LEVELS)
+        return quantized.reshape(out_features, in_features).to(torch.int32), scales, offsets
+
+    @classmethod
+    def law_weight(cls, weight: torch.Tensor) -> torch.Tensor:
+        """The weight the layer built from `weight` multiplies by, by the law (not read back from the
+        kernel): (q - 8) scale + offset, in float32. The probe checks the kernel against it."""
+        quantized, scales, offsets = cls.quantize(weight)
+        groups = quantized.float().reshape(*scales.shape, INT4_GROUP)
+        return ((groups - 8) * scales[..., None] + offsets[..., None]).reshape(weight.shape)
+
+    @classmethod
+    def from_weight(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> "Int4Linear":
+        """Quantize `weight` (out x in, `fits`) by the law (`quantize`) and pack it for the kernel."""
+        quantized, scales, offsets = cls.quantize(weight)
+        packed = torch._convert_weight_to_int4pack_for_cpu(quantized, 2)
+        scales_and_offsets = torch.stack([scales, offsets], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
+        return cls(packed, scales_and_offsets, bias, weight.shape[1], weight.shape[0], weight.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        y = torch._weight_int4pack_mm_for_cpu(rows, self.packed, INT4_GROUP, self.scales_and_offsets).to(self.out_dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"int4 weights in groups of {INT4_GROUP} inputs with a scale and offset each, bfloat16 activations")

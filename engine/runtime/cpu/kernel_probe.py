@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.presets import first_line
-from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
+from engine.runtime.cpu.kernel_modules import Int4Linear, Int8Linear, PackedLinear
 
 PROBE_IN, PROBE_OUT, PROBE_ROWS = 96, 80, (1, 5)
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 3e-3}
@@ -53,6 +53,20 @@ def probe_int8() -> str | None:
     except RuntimeError as error:
         return f"int8 quantization failed here ({first_line(error)})"
     return _compare("int8 weight-only", lambda: layer, layer.dequantized_weight(), bias, torch.bfloat16)
+
+
+def probe_int4() -> str | None:
+    """None when the int4 weight-only kernel runs here and matches F.linear on the weight the int4 law
+    gives (`Int4Linear.law_weight`, computed from the float weight, not read back from the kernel);
+    else why not."""
+    if not (hasattr(torch, "_weight_int4pack_mm_for_cpu") and hasattr(torch, "_convert_weight_to_int4pack_for_cpu")):
+        return "this torch build has no int4 weight-only matrix product for the CPU"
+    weight, bias = _random_layer(torch.float32)
+    try:
+        layer = Int4Linear.from_weight(weight, bias)
+    except (RuntimeError, NotImplementedError) as error:
+        return f"int4 quantization failed here ({first_line(error)})"
+    return _compare("int4 weight-only", lambda: layer, Int4Linear.law_weight(weight), bias, torch.bfloat16)
 
 
 def _random_layer(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,6 +17,8 @@ Two changes to a loaded model, both for the CPU only, each behind a probe
   (`Int8Linear`). A draft token costs well under its float32 time (docs/benchmark.md).
   The output is unchanged: the target decides every emitted token, so only the
   proposals (and the acceptance rate) can move.
+- `quantize_int4` does the same with int4 groups (`Int4Linear`), half the bytes again; a
+  layer whose shape the int4 packing does not take gets the int8 kernel instead.
 
 Memory: a model loaded by `from_pretrained` maps its safetensors files; each weight is
 lent by `CheckpointFiles.borrowed` (a view of the file whose pages leave the process once
@@ -33,14 +35,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import torch
 from torch import nn
 
-from engine.runtime.kernel_names import INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
+from engine.runtime.kernel_names import INT4_WEIGHT_ONLY, INT8_WEIGHT_ONLY, ONEDNN_PREPACKED, STOCK
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
 from engine.runtime.cpu.int8_store import Int8Store
-from engine.runtime.cpu.kernel_modules import Int8Linear, PackedLinear
-from engine.runtime.cpu.kernel_probe import bf16_prepack_supported, probe_int8, probe_prepacked
+from engine.runtime.cpu.kernel_modules import Int4Linear, Int8Linear, PackedLinear
+from engine.runtime.cpu.kernel_probe import bf16_prepack_supported, probe_int4, probe_int8, probe_prepacked
 
-__all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int8", "kernel_of", "packed_layer_count",
-           "prepack_linear_layers", "quantize_int8", "release_mapped_weights"]
+__all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int4", "can_quantize_int8", "kernel_of",
+           "packed_layer_count", "prepack_linear_layers", "quantize_int4", "quantize_int8", "release_mapped_weights"]
 
 Slot = tuple[nn.Module, str, nn.Linear]             # parent, attribute, layer
 NO_FILES = CheckpointFiles(None)
@@ -57,6 +59,11 @@ def can_prepack(model: nn.Module) -> bool:
 def can_quantize_int8() -> bool:
     """True when the int8 weight-only kernel passes its probe on this CPU."""
     return probe_int8() is None
+
+
+def can_quantize_int4() -> bool:
+    """True when the int4 weight-only kernel (and the int8 one, for layers int4 cannot pack) pass their probes here."""
+    return probe_int4() is None and probe_int8() is None
 
 
 def prepack_linear_layers(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
@@ -92,6 +99,19 @@ def quantize_int8(model: nn.Module, files: CheckpointFiles = NO_FILES, store: In
     return len(slots)
 
 
+def quantize_int4(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
+    """Int4 weight-only quantization of every nn.Linear, in place (a layer whose shape int4 does
+    not pack: int8), on every torch thread at once; returns how many layers were quantized (0
+    when the probes say no). Quantizing is quick (the default draft: seconds), so nothing is saved."""
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cpu" or not can_quantize_int4():
+        return 0
+
+    def convert(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
+        return (Int4Linear if Int4Linear.fits(weight) else Int8Linear).from_weight(weight, bias)
+    return _swap_in_parallel(model, convert, files)
+
+
 def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
     """Give every parameter and buffer memory of its own (read from the file, or a copy), except
     embedding tables: a forward reads a few of their rows, so they stay mapped and only the rows
@@ -103,7 +123,7 @@ def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
         return
     kept = {id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)}
     for module in model.modules():           # converted layers: their tensors were never on the mapping
-        if isinstance(module, (PackedLinear, Int8Linear)):
+        if isinstance(module, (PackedLinear, Int8Linear, Int4Linear)):
             kept |= {id(tensor) for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False))}
     for name, parameter in model.named_parameters():
         if parameter.device.type == "cpu" and id(parameter) not in kept:
@@ -117,11 +137,12 @@ def kernel_of(model: nn.Module | None) -> str:
     """The kernel name (engine/runtime/kernel_names.py) that runs most of the model's linear layers."""
     if model is None:
         return ""
-    kinds = [type(module) for module in model.modules() if type(module) in (nn.Linear, PackedLinear, Int8Linear)]
+    kinds = [type(module) for module in model.modules()
+             if type(module) in (nn.Linear, PackedLinear, Int8Linear, Int4Linear)]
     if not kinds:
         return STOCK
     most = max(set(kinds), key=kinds.count)
-    return {PackedLinear: ONEDNN_PREPACKED, Int8Linear: INT8_WEIGHT_ONLY}.get(most, STOCK)
+    return {PackedLinear: ONEDNN_PREPACKED, Int8Linear: INT8_WEIGHT_ONLY, Int4Linear: INT4_WEIGHT_ONLY}.get(most, STOCK)
 
 
 def packed_layer_count(model: nn.Module) -> int:
