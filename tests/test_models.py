@@ -185,7 +185,7 @@ def _fake_gguf(path: Path, architecture: str) -> Path:
     ({"preset": "tiny-random", "device": "tpu"}, "device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ({"preset": "tiny-random", "target_dtype": "float8"}, "target dtype must be one of float32, bfloat16, float16"),
     ({"preset": "tiny-random", "target_dtype": "int8"}, "target dtype must be one of float32, bfloat16, float16"),
-    ({"preset": "tiny-random", "draft_dtype": "int4"}, "draft dtype must be one of auto, float32, bfloat16, float16, int8"),
+    ({"preset": "tiny-random", "draft_dtype": "int2"}, "draft dtype must be one of auto, float32, bfloat16, float16, int8, int4"),
     ({"preset": "tiny-random", "target": "gpt2"}, "tiny-random models only load together"),
 ])
 def test_bad_inputs_give_one_sentence(kwargs, message, tmp_path):

@@ -74,7 +74,7 @@ CONTROL_ERRORS = [
     (dict(preset=CUSTOM), "Enter a target model"),
     (dict(preset=CUSTOM, target="gpt2"), "Enter a draft model for the custom pair, or switch the drafter"),
     (dict(drafter="beam"), "drafter must be one of model, ngram, got 'beam'"),
-    (dict(draft_dtype="float8"), "draft dtype must be one of auto, float32, bfloat16, float16, int8, got 'float8'"),
+    (dict(draft_dtype="float8"), "draft dtype must be one of auto, float32, bfloat16, float16, int8, int4, got 'float8'"),
     (dict(adaptive_k="yes"), "adaptive k must be true or false, got 'yes'"),
     (dict(with_baseline=1), "the target-only comparison must be true or false, got 1"),
 ]

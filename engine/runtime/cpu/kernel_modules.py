@@ -19,9 +19,9 @@ agrees, and records which kernels run (engine/runtime/kernel_names.py).
   own scale and offset (asymmetric: the group's min and max span 0..15), packed for
   `torch._weight_int4pack_mm_for_cpu`, bfloat16 activations, rows independent as above. It
   reads half an int8 layer's bytes and its kernel runs near the memory's speed where the int8
-  one does not (issue #40: an int8 draft token of the default pair cost about 40 ms, an int4
-  one about 22 ms, benchmarks/data/int4-draft-2026-11-29.json). Draft models only, like int8:
-  the embedded draft's GGUF weights are 4- and 5-bit in blocks of 32 already.
+  one does not (issue #40; the draft's share of each token, int8 against int4 on the same
+  target: docs/benchmark.md, "Where the time goes"). Draft models only, like int8: the embedded
+  draft's GGUF weights are 4- and 5-bit in blocks of 32 already.
 """
 
 from __future__ import annotations
