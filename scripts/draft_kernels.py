@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     capability = torch.backends.cpu.get_cpu_capability()
     results = {"what": "one drafted token's linear layers at the default draft's shapes, weight-only kernels",
                "capability": capability, "threads": torch.get_num_threads(), "repeats": args.repeats,
-               "cpu": machine_record(), **provenance(sys.argv), "kernels": {}}
+               "cpu": machine_record(), **provenance(sys.argv[1:] if argv is None else argv), "kernels": {}}
     for name, layer_type in KERNELS.items():
         timed = time_kernel(layer_type, args.repeats)
         results["kernels"][name] = timed
