@@ -48,6 +48,12 @@ QUOTES = [
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
 DATA_FIGURES = [
+    ("docs/benchmark.md", "(`scripts/draft_kernels.py`): int8 {} ms", "draft-kernels-avx512-2026-11-29.json",
+     "kernels/int8/total_ms", ".1f"),
+    ("docs/benchmark.md", "ms, int4 {} ms with AVX-512", "draft-kernels-avx512-2026-11-29.json", "kernels/int4/total_ms", ".1f"),
+    ("docs/benchmark.md", "same machine int8 {} ms", "draft-kernels-avx2-cap-2026-11-29.json", "kernels/int8/total_ms", ".1f"),
+    ("docs/benchmark.md", "ms, int4 {} ms (`benchmarks", "draft-kernels-avx2-cap-2026-11-29.json", "kernels/int4/total_ms",
+     ".1f"),
     ("docs/architecture.md", "drawn a median {} s after the server", "vllm-first-step.json",
      "first_chunk_to_first_step_s/median", ".2f"),
     ("docs/architecture.md", "(at most {} s, the process's first run", "vllm-first-step.json",

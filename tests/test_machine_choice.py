@@ -20,7 +20,7 @@ import pytest
 from app import EngineRunner
 from engine.device_costs import DeviceCosts
 from engine.machine_facts import MachineFacts
-from engine.runtime.cpu.kernels import can_quantize_int4
+from engine.runtime.cpu.kernels import int4_draft_pays
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
 from engine.runtime.cpu.others_share import CpuTimes, now, others_share, read_cpu_times
 from specviz.assets import load_demo_trace
@@ -97,7 +97,7 @@ def test_the_button_sets_the_chain_k_and_a_bfloat16_target_where_native():
 
 
 def test_the_button_sets_an_int4_draft_where_the_cpu_runs_it_and_the_draft_is_int8():
-    int4_here = dataclasses.replace(SAME_PAIR, int4_draft_runs=True)
+    int4_here = dataclasses.replace(SAME_PAIR, int4_draft_pays=True)
     ready = LoadStatus("qwen-coder", "ready", 1.0, "", 9.0, device_costs=CPU_LIKE, machine=int4_here)
     assert use_fastest(ready, RECORDED)[5] == {"__type__": "update", "value": "int4"}
     assert button_update(ready, RECORDED)["value"].endswith("with the draft model, a bfloat16 target and an int4 draft")
@@ -121,7 +121,7 @@ def test_a_cpu_preload_measures_its_costs_and_the_page_says_the_choice():
     assert costs.ks == [1, 2, 3, 4, 5, 6, 8] and costs.target_token_ms > 0 and costs.draft_token_ms > 0
     assert machine.device == "cpu" and machine.target_dtype == "float32" and machine.draft
     assert machine.bf16_refusal == native_bf16_refusal()             # this CPU's own answer
-    assert machine.int4_draft_runs == can_quantize_int4()
+    assert machine.int4_draft_pays == int4_draft_pays()
     assert machine.others_busy is not None and 0.0 <= machine.others_busy <= 1.0     # read from /proc/stat
     text = load_status_text(status, RECORDED)
     assert "**Measured on this CPU when the pair loaded** (dynamic cache, no graphs)" in text

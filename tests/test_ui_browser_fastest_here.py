@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def app():
-    machine = dataclasses.replace(SAME_PAIR, int4_draft_runs=True)          # a CPU that runs the int4 kernel
+    machine = dataclasses.replace(SAME_PAIR, int4_draft_pays=True)          # a CPU that runs the int4 kernel
     status = LoadStatus("qwen-coder", "ready", 1.0, "models ready", 9.0, device_costs=CPU_LIKE, machine=machine)
     demo, url = serve(FakeRunner(status=status))
     yield url

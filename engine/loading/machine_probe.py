@@ -7,7 +7,7 @@ here they are measured on the kernels a run uses (the dynamic cache), with fewer
 CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (k = 7's verify is read as
 the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones), each
 phase the fastest of its repeats (cost_probe.py: the page's own browser slows some). The
-facts say whether this CPU computes bfloat16 natively, whether it runs an int4 draft, and how much of the CPUs other programs used while the
+facts say whether this CPU computes bfloat16 natively, whether an int4 draft pays here, and how much of the CPUs other programs used while the
 costs were measured (a busy machine's costs come out high: the page says so).
 """
 
@@ -19,7 +19,7 @@ from engine.decode.pair import ModelPair
 from engine.device_costs import DeviceCosts
 from engine.loading.cost_probe import measure_costs
 from engine.machine_facts import MachineFacts
-from engine.runtime.cpu.kernels import can_quantize_int4
+from engine.runtime.cpu.kernels import int4_draft_pays
 from engine.runtime.cpu.native_bf16 import native_bf16_refusal
 from engine.runtime.cpu.others_share import while_measuring
 
@@ -39,4 +39,4 @@ def probe_machine(pair: ModelPair, report: Callable[[float, str], None]) -> tupl
     refusal = native_bf16_refusal() if on_cpu else None
     return costs, MachineFacts(pair.device.type, "" if pair.draft is None else pair.draft_name, pair.target_name,
                                pair.draft_dtype if pair.draft is not None else "", pair.target_dtype, refusal,
-                               int4_draft_runs=on_cpu and can_quantize_int4(), others_busy=others)
+                               int4_draft_pays=on_cpu and int4_draft_pays(), others_busy=others)

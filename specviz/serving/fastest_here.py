@@ -5,8 +5,8 @@ The load measured this machine's costs (engine/device_costs.py) and facts (engin
 acceptance of the page's recorded greedy run of the same pair, the i.i.d. cost model E / (k c + v) picks the
 chain's k (a chain: the model prices chains, and a tree's extra verify rows cost more than they bring on a CPU's
 forwards); where the CPU computes bfloat16 natively and the loaded target is float32, a bfloat16 target reads half
-the bytes each forward; where the CPU runs the int4 kernel and the loaded draft is int8, an int4 draft reads half
-its bytes again (the draft never changes the output). `choice_text` says it with the numbers; `use_fastest` sets
+the bytes each forward; where the int4 kernel runs its AVX-512 code and the loaded draft is int8, an int4 draft
+reads half its bytes again at about twice the speed (the draft never changes the output). `choice_text` says it with the numbers; `use_fastest` sets
 the Run tab's controls to it (a chain of that k with the draft model, the bfloat16 target where native, the int4
 draft where it runs), so the next Run measures it.
 """
@@ -32,7 +32,7 @@ class FastestHere:
     speedup: float | None        # its predicted speedup over target-only decoding
     bfloat16_target: bool        # this CPU computes bfloat16 natively and the loaded target is float32
     bf16_refusal: str | None     # a CPU's reason a bfloat16 target would not pay (None where it would, or off a CPU)
-    int4_draft: bool = False     # this CPU runs the int4 kernel and the loaded draft model is int8
+    int4_draft: bool = False     # an int4 draft pays on this CPU (MachineFacts.int4_draft_pays) and the loaded one is int8
 
     @property
     def applies(self) -> bool:
@@ -56,7 +56,7 @@ def fastest_here(costs: DeviceCosts | None, machine: MachineFacts | None, record
     cpu_float32 = machine.device == "cpu" and machine.target_dtype == "float32"
     return FastestHere(alpha, k, speedup, cpu_float32 and machine.bf16_refusal is None,
                        machine.bf16_refusal if cpu_float32 else None,
-                       machine.device == "cpu" and machine.int4_draft_runs and machine.draft_dtype == "int8")
+                       machine.device == "cpu" and machine.int4_draft_pays and machine.draft_dtype == "int8")
 
 
 def choice_text(costs: DeviceCosts, machine: MachineFacts, recorded: Trace | None) -> str:

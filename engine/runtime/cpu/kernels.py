@@ -41,8 +41,8 @@ from engine.runtime.cpu.int8_store import Int8Store
 from engine.runtime.cpu.kernel_modules import Int4Linear, Int8Linear, PackedLinear
 from engine.runtime.cpu.kernel_probe import bf16_prepack_supported, probe_int4, probe_int8, probe_prepacked
 
-__all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int4", "can_quantize_int8", "kernel_of",
-           "packed_layer_count", "prepack_linear_layers", "quantize_int4", "quantize_int8", "release_mapped_weights"]
+__all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int4", "can_quantize_int8", "int4_draft_pays",
+           "kernel_of", "packed_layer_count", "prepack_linear_layers", "quantize_int4", "quantize_int8", "release_mapped_weights"]
 
 Slot = tuple[nn.Module, str, nn.Linear]             # parent, attribute, layer
 NO_FILES = CheckpointFiles(None)
@@ -64,6 +64,13 @@ def can_quantize_int8() -> bool:
 def can_quantize_int4() -> bool:
     """True when the int4 weight-only kernel (and the int8 one, for layers int4 cannot pack) pass their probes here."""
     return probe_int4() is None and probe_int8() is None
+
+
+def int4_draft_pays() -> bool:
+    """True when an int4 draft is faster than an int8 one here: its kernels pass their probes and torch runs
+    its AVX-512 code. Capped to AVX2 the int4 kernel took about the int8 kernel's time for the default draft's
+    layers, where with AVX-512 it took about half (scripts/draft_kernels.py; benchmarks/data/draft-kernels-*.json)."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and can_quantize_int4()
 
 
 def prepack_linear_layers(model: nn.Module, files: CheckpointFiles = NO_FILES) -> int:
