@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.stats import chi2
-from transformers import DynamicCache
+from transformers import DynamicCache, GenerationConfig
 
 from engine.config import SpecConfig
 from engine.decode.baseline import target_only
@@ -237,6 +237,16 @@ def assert_identical_to_target_only(engine: SpeculativeEngine, prompt: str, conf
     assert trace.summary.baseline.identical, (prompt, config.k, trace.output.token_ids)
     assert trace.summary.new_tokens == len(trace.output.token_ids)
     return trace
+
+
+def transformers_greedy(plain: ModelPair, prompt: str, max_new_tokens: int) -> list[int]:
+    """Oracle: transformers' greedy generate() on `plain`'s target (an unpacked float32 model), the new ids."""
+    ids = torch.tensor([plain.encode_prompt(prompt)])
+    eos = sorted(plain.eos_token_ids)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=eos[0])
+    with torch.inference_mode():
+        expected = plain.target.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+    return expected[0, ids.shape[1]:].tolist()
 
 
 def replaying_graphs(pair: ModelPair) -> ModelPair:
