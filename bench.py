@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -279,6 +280,15 @@ def _counts(parser: argparse.ArgumentParser, option: str, text: str, what: str) 
     return counts
 
 
+def stop_cleanly_on_sigterm() -> None:
+    """A SIGTERM (`kill`, a CI's time-out) ends the run as Ctrl-C would, through every `finally`: each vLLM server
+    bench.py started is stopped there. Python's default SIGTERM exits at once, which left a server computing (on
+    10 GiB) after its bench.py was killed on 2026-11-29 (the next run was then killed for memory)."""
+    def leave(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, leave)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
@@ -307,4 +317,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stop_cleanly_on_sigterm()         # as a program only: a test calling main() keeps pytest's own signal handling
     sys.exit(main())

@@ -7,6 +7,8 @@ only ever claimed by bench.py's own run, never asserted.)"""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,24 @@ def test_tokens_per_step_is_one_definition_for_specviz_and_vllm_rows():
     row = Row("n-gram", 0.0, tokens=summary.new_tokens, accepted=summary.accepted, steps=summary.steps,
               verify_steps=summary.verify_steps)
     assert tokens_per_step(row) == round(summary.mean_accepted_length, 3)
+
+
+def test_a_sigterm_ends_bench_through_its_finally_blocks(tmp_path):
+    """bench.py's servers are stopped in `finally` blocks; a SIGTERM must reach them (Python's default exits at once,
+    which left a vLLM server running). Oracle: the child prints from its finally block, and without the handler it
+    does not (planted: the same child without calling it)."""
+    import signal
+    import subprocess
+    child = ("import sys, time; sys.path.insert(0, {root!r}); import bench\n"
+             "{install}\n"
+             "try:\n    print('ready', flush=True); time.sleep(120)\nfinally:\n    print('server stopped', flush=True)\n")
+    root = str(Path(__file__).resolve().parent.parent)
+    outputs = {}
+    for install in ("bench.stop_cleanly_on_sigterm()", "pass"):
+        process = subprocess.Popen([sys.executable, "-c", child.format(root=root, install=install)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline().strip() == "ready"
+        process.send_signal(signal.SIGTERM)
+        outputs[install] = (process.stdout.read(), process.wait(timeout=60))
+    assert outputs["bench.stop_cleanly_on_sigterm()"] == ("server stopped\n", 128 + signal.SIGTERM)
+    assert outputs["pass"] == ("", -signal.SIGTERM)
