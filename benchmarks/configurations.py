@@ -80,6 +80,8 @@ CONFIGURATIONS: list[Configuration] = [
     Configuration(REFERENCE_BF16_TARGET, "bf16-target", TARGET_ONLY, default_where_native_bf16=True),
     Configuration(BF16_TARGET + ", k={k}", "bf16-target", default_where_native_bf16=True, headline=True),
     Configuration(INT4_BF16_TARGET + ", k={k}", INT4_DERIVED, default_where_native_bf16=True, headline=True),
+    # the cheaper int4 draft may suit another k (--grid --only "int4 draft": one run, every k side by side)
+    *(Configuration(f"{INT4_BF16_TARGET}, k={k}", INT4_DERIVED, changes={"k": k}) for k in (3, 4, 7)),
     *(Configuration(f"{FAST}, tree {nodes} nodes x{branch}, k={{k}}", "fast",       # token trees, depth k
                     changes={"tree_nodes": nodes, "tree_branch": branch}) for nodes, branch in ((8, 2), (16, 3), (32, 4))),
 ]
