@@ -66,6 +66,7 @@ EARLIER = (
         "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
 )
 RERUN = "bench-default-rows-2026-11-28.json"
+K_SCAN = "int4-draft-k-scan-2026-11-29.json"           # bench.py --grid --only "int4 draft": the int4 draft at each k
 COST_MODEL = ("gpu_check-cpu-small-2026-11-28-phases.json", "gpu_check-cpu-small-2026-11-28.json")
 AUDITS = ("vllm-tiny-audit.json", "vllm-qwen-coder-probabilistic-audit.json")
 SAMPLED_RUNS = "vllm-sampled-runs-2026-11-29.json"      # scripts/record_vllm_sampled.py: the Run tab's sampled vLLM runs
@@ -340,6 +341,22 @@ def phases_block() -> str:
     return "\n".join(lines) + "\n"
 
 
+def k_scan_block() -> str:
+    """The int4 draft on the bfloat16 target at each k of one run: tok/s and acceptance, greedy and sampled."""
+    results = load(K_SCAN)
+    rows = [r for r in results["rows"] if r["name"].startswith("SpecViz, int4 draft")]
+    ks = sorted({int(r["name"].rsplit("k=", 1)[1]) for r in rows})
+    lines = [f"`benchmarks/data/{K_SCAN}`, {date_of(K_SCAN)}, {machine_of(results)}. Command: `python "
+             f"{results['command']}`.", "", "| k | greedy tok/s | greedy acceptance | T = 0.7 tok/s | T = 0.7 acceptance |",
+             "|---|---|---|---|---|"]
+    for k in ks:
+        greedy, sampled = (row(results, f"SpecViz, int4 draft, prepacked bf16 target (where native), k={k}", t)
+                           for t in (0.0, 0.7))
+        lines.append(f"| {k} | {greedy['tokens_per_s']:.1f} | {greedy['acceptance_rate']:.0%} | "
+                     f"{sampled['tokens_per_s']:.1f} | {sampled['acceptance_rate']:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
 def rerun_block() -> str:
     """The prepacked target's T = 0.7 slowdown measured again, minutes after the peer run."""
     results = load(RERUN)
@@ -419,7 +436,7 @@ def blocks() -> dict[str, str]:
             "cpu-avx512-2026-11-28": cpu_block(EARLIER[0]), "cpu-avx512-fixed": cpu_block(EARLIER[1]),
             "cpu-avx512-bf16": cpu_block(EARLIER[2]),
             "peer-verdict": verdict_block(), "phases": phases_block(),
-            "prepacked-rerun": rerun_block(), "cost-model": cost_model_block(), "vllm-audit": audit_block(),
+            "prepacked-rerun": rerun_block(), "int4-k-scan": k_scan_block(), "cost-model": cost_model_block(), "vllm-audit": audit_block(),
             "vllm-sampled-runs": sampled_runs_block(), "classroom-vllm": classroom_block()}
 
 
