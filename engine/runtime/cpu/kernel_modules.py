@@ -1,6 +1,6 @@
 """The replacement linear layers: a oneDNN-prepacked one, an int8 and an int4 weight-only one.
 
-Both compute y = x W^T + b like the `nn.Linear` they replace, on the CPU only, through
+Each computes y = x W^T + b like the `nn.Linear` it replaces, on the CPU only, through
 torch operators whose names start with an underscore (not covered by torch's
 compatibility promise). engine/runtime/cpu/kernel_probe.py therefore runs each once at load
 on a small matrix against `F.linear`; the loader uses a kernel only when its probe
@@ -32,7 +32,8 @@ from torch import nn
 PACK_ROWS_HINT = 4          # oneDNN picks its blocking for about this many rows (1..8 all stay near one step)
 INT8_LIMIT = 127            # symmetric: -127..127, so w = q * scale with scale = max |w| / 127
 INT4_GROUP = 32             # inputs per int4 group: the GGUF block size of the embedded draft's weights
-INT4_LEVELS = 15           # 0..15; the kernel computes w = (q - 8) * scale + offset
+INT4_LEVELS = 15            # 0..15; the kernel computes w = (q - 8) * scale + offset
+INT4_INNER_K_TILES = 2      # the packing's inner_k_tiles argument, the value gpt-fast passes on a CPU
 INT8_FORMAT = "int8-rowwise-bf16-scales-v1"   # change it with `Int8Linear.from_weight`: saved quantizations then miss
 
 
@@ -143,7 +144,7 @@ class Int4Linear(nn.Module):
     def from_weight(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> "Int4Linear":
         """Quantize `weight` (out x in, `fits`) by the law (`quantize`) and pack it for the kernel."""
         quantized, scales, offsets = cls.quantize(weight)
-        packed = torch._convert_weight_to_int4pack_for_cpu(quantized, 2)
+        packed = torch._convert_weight_to_int4pack_for_cpu(quantized, INT4_INNER_K_TILES)
         scales_and_offsets = torch.stack([scales, offsets], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
         return cls(packed, scales_and_offsets, bias, weight.shape[1], weight.shape[0], weight.dtype)
 
