@@ -22,8 +22,7 @@ from engine.decode.speculative import SpeculativeEngine
 from benchmarks.shapes import random_pair
 from engine.loading.cost_probe import measure_costs
 from engine.runtime.kernel_names import STOCK
-from engine.runtime.cpu.kernel_probe import probe_int4, probe_int8
-from engine.runtime.cpu.kernels import kernel_of, quantize_int4
+from engine.runtime.cpu.kernels import kernel_of, quantize_int4, quantized_draft_refusal
 from engine.loading.models import load_pair
 from engine.loading.speed_up import graph_backend, prepare_static_runners
 
@@ -48,8 +47,8 @@ def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = 
         pair.device_costs = measure_costs(pair, "static")
         pairs = {"gpu": pair}
     else:
-        keys = [key for key in options if key in needed or (key in ("plain", "fast") and DERIVED in needed)
-                or (key in ("plain", "bf16-target") and INT4_DERIVED in needed)]
+        sources = {DERIVED: ("plain", "fast"), INT4_DERIVED: ("plain", "bf16-target")}   # the pairs each is built from
+        keys = [key for key in options if key in needed or any(key in sources.get(pair, ()) for pair in needed)]
         pairs = {key: load_pair(preset, **options[key]) for key in keys}
     if DERIVED in needed:
         pairs[DERIVED] = replace(pairs["fast"], draft=pairs["plain"].draft, draft_dtype="float32",
@@ -57,7 +56,7 @@ def load_pairs(preset: str, configurations: list[Configuration], suite: Suite = 
     if INT4_DERIVED in needed:
         draft = copy.deepcopy(pairs["plain"].draft)
         if quantize_int4(draft) == 0:
-            raise SystemExit(f"bench: an int4 draft cannot run here: {probe_int4() or probe_int8()}")
+            raise SystemExit(f"bench: an int4 draft cannot run here: {quantized_draft_refusal('int4')}")
         pairs[INT4_DERIVED] = replace(pairs["bf16-target"], draft=draft, draft_dtype="int4",
                                       draft_kernel=kernel_of(draft), step_costs=DrafterCosts())
     warm_up = SpecConfig(k=4, max_new_tokens=8)

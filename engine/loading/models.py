@@ -23,8 +23,7 @@ from engine.config import (DRAFT_DTYPES, DTYPES, MODEL_DRAFTER, NATIVE_BF16, NGR
                            resolve_target_dtype)
 from engine.decode.pair import ModelPair
 from engine.runtime.cpu.checkpoint_files import CheckpointFiles
-from engine.runtime.cpu.kernels import can_quantize_int8
-from engine.runtime.cpu.kernel_probe import probe_int4, probe_int8
+from engine.runtime.cpu.kernels import can_quantize_int8, quantized_draft_refusal
 from engine.runtime.cpu.native_bf16 import cpu_target_dtype
 from engine.loading.speed_up import speed_up
 from engine.loading.gguf_cache import cache_root, converted_embedded, converted_file
@@ -80,7 +79,7 @@ def load_pair(preset: str | None = None, *, draft: str | None = None, target: st
     if draft_dtype in QUANTIZED_DRAFTS and torch_device.type != "cpu":
         raise ModelLoadError(f"an {draft_dtype} draft runs on the CPU only, but the device is {torch_device.type}: "
                              "choose a bfloat16 or float16 draft there")
-    if draft_dtype in QUANTIZED_DRAFTS and torch_device.type == "cpu" and (reason := _quantized_refusal(draft_dtype)):
+    if draft_dtype in QUANTIZED_DRAFTS and torch_device.type == "cpu" and (reason := quantized_draft_refusal(draft_dtype)):
         raise ModelLoadError(f"an {draft_dtype} draft cannot run here: {reason}; choose a float32 or bfloat16 draft")
     preset_name, draft_ref, target_ref, default_drafter = _choose(preset, _blank_to_none(draft), _blank_to_none(target))
     if target_ref.startswith(TINY_RANDOM + "/") or (draft_ref or "").startswith(TINY_RANDOM + "/"):
@@ -141,12 +140,6 @@ def resolve_draft_dtype(name: str, device: torch.device) -> str:
     if device.type == "cpu":
         return "int8" if can_quantize_int8() else "float32"
     return "bfloat16" if device.type == "cuda" else "float32"
-
-
-def _quantized_refusal(draft_dtype: str) -> str | None:
-    """Why a quantized draft's kernels cannot run on this CPU (int4 also needs int8 for the layers it
-    cannot pack); None when they can."""
-    return probe_int8() or (probe_int4() if draft_dtype == "int4" else None)
 
 
 def _dtype(name: str, role: str) -> torch.dtype:

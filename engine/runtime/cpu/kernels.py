@@ -42,10 +42,12 @@ from engine.runtime.cpu.kernel_modules import Int4Linear, Int8Linear, PackedLine
 from engine.runtime.cpu.kernel_probe import bf16_prepack_supported, probe_int4, probe_int8, probe_prepacked
 
 __all__ = ["bf16_prepack_supported", "can_prepack", "can_quantize_int4", "can_quantize_int8", "int4_draft_pays",
-           "kernel_of", "packed_layer_count", "prepack_linear_layers", "quantize_int4", "quantize_int8", "release_mapped_weights"]
+           "kernel_of", "packed_layer_count", "prepack_linear_layers", "quantize_int4", "quantize_int8",
+           "quantized_draft_refusal", "release_mapped_weights"]
 
 Slot = tuple[nn.Module, str, nn.Linear]             # parent, attribute, layer
 NO_FILES = CheckpointFiles(None)
+KERNEL_NAMES = {PackedLinear: ONEDNN_PREPACKED, Int8Linear: INT8_WEIGHT_ONLY, Int4Linear: INT4_WEIGHT_ONLY}  # converted layers
 
 
 def can_prepack(model: nn.Module) -> bool:
@@ -61,9 +63,15 @@ def can_quantize_int8() -> bool:
     return probe_int8() is None
 
 
+def quantized_draft_refusal(draft_dtype: str) -> str | None:
+    """Why an "int8" or "int4" draft's kernels cannot run on this CPU, one sentence (int4 also needs int8, for the
+    layers int4 cannot pack); None when they can."""
+    return probe_int8() or (probe_int4() if draft_dtype == "int4" else None)
+
+
 def can_quantize_int4() -> bool:
     """True when the int4 weight-only kernel (and the int8 one, for layers int4 cannot pack) pass their probes here."""
-    return probe_int4() is None and probe_int8() is None
+    return quantized_draft_refusal("int4") is None
 
 
 def int4_draft_pays() -> bool:
@@ -130,7 +138,7 @@ def release_mapped_weights(model: nn.Module, files: CheckpointFiles) -> None:
         return
     kept = {id(module.weight) for module in model.modules() if isinstance(module, nn.Embedding)}
     for module in model.modules():           # converted layers: their tensors were never on the mapping
-        if isinstance(module, (PackedLinear, Int8Linear, Int4Linear)):
+        if type(module) in KERNEL_NAMES:
             kept |= {id(tensor) for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False))}
     for name, parameter in model.named_parameters():
         if parameter.device.type == "cpu" and id(parameter) not in kept:
@@ -144,12 +152,11 @@ def kernel_of(model: nn.Module | None) -> str:
     """The kernel name (engine/runtime/kernel_names.py) that runs most of the model's linear layers."""
     if model is None:
         return ""
-    kinds = [type(module) for module in model.modules()
-             if type(module) in (nn.Linear, PackedLinear, Int8Linear, Int4Linear)]
+    kinds = [type(module) for module in model.modules() if type(module) is nn.Linear or type(module) in KERNEL_NAMES]
     if not kinds:
         return STOCK
     most = max(set(kinds), key=kinds.count)
-    return {PackedLinear: ONEDNN_PREPACKED, Int8Linear: INT8_WEIGHT_ONLY, Int4Linear: INT4_WEIGHT_ONLY}.get(most, STOCK)
+    return KERNEL_NAMES.get(most, STOCK)
 
 
 def packed_layer_count(model: nn.Module) -> int:
