@@ -344,14 +344,13 @@ def phases_block() -> str:
 def k_scan_block() -> str:
     """The int4 draft on the bfloat16 target at each k of one run: tok/s and acceptance, greedy and sampled."""
     results = load(K_SCAN)
-    rows = [r for r in results["rows"] if r["name"].startswith("SpecViz, int4 draft")]
-    ks = sorted({int(r["name"].rsplit("k=", 1)[1]) for r in rows})
+    int4_name = INT4_ROW.rsplit(", k=", 1)[0]                  # the row's name without its k
+    ks = sorted({int(r["name"].rsplit("k=", 1)[1]) for r in results["rows"] if r["name"].startswith(int4_name + ", k=")})
     lines = [f"`benchmarks/data/{K_SCAN}`, {date_of(K_SCAN)}, {machine_of(results)}. Command: `python "
              f"{results['command']}`.", "", "| k | greedy tok/s | greedy acceptance | T = 0.7 tok/s | T = 0.7 acceptance |",
              "|---|---|---|---|---|"]
     for k in ks:
-        greedy, sampled = (row(results, f"SpecViz, int4 draft, prepacked bf16 target (where native), k={k}", t)
-                           for t in (0.0, 0.7))
+        greedy, sampled = (row(results, f"{int4_name}, k={k}", t) for t in (0.0, 0.7))
         lines.append(f"| {k} | {greedy['tokens_per_s']:.1f} | {greedy['acceptance_rate']:.0%} | "
                      f"{sampled['tokens_per_s']:.1f} | {sampled['acceptance_rate']:.0%} |")
     return "\n".join(lines) + "\n"
@@ -436,7 +435,8 @@ def blocks() -> dict[str, str]:
             "cpu-avx512-2026-11-28": cpu_block(EARLIER[0]), "cpu-avx512-fixed": cpu_block(EARLIER[1]),
             "cpu-avx512-bf16": cpu_block(EARLIER[2]),
             "peer-verdict": verdict_block(), "phases": phases_block(),
-            "prepacked-rerun": rerun_block(), "int4-k-scan": k_scan_block(), "cost-model": cost_model_block(), "vllm-audit": audit_block(),
+            "prepacked-rerun": rerun_block(), "int4-k-scan": k_scan_block(), "cost-model": cost_model_block(),
+            "vllm-audit": audit_block(),
             "vllm-sampled-runs": sampled_runs_block(), "classroom-vllm": classroom_block()}
 
 
