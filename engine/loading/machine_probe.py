@@ -6,9 +6,9 @@ so the page could not say before a Run whether speculation pays here, nor which 
 here they are measured on the kernels a run uses (the dynamic cache), with fewer repeats than a GPU's (a 2-core
 CPU takes about 0.15 s a target forward of the default pair) and one k fewer than 1..8 (k = 7's verify is read as
 the nearest measured k's by DeviceCosts.verify_cost, and the fastest k is picked among the measured ones), each
-phase the fastest of its repeats (cost_probe.py: the page's own browser slows some). The
-facts say whether this CPU computes bfloat16 natively, whether an int4 draft pays here, and how much of the CPUs other programs used while the
-costs were measured (a busy machine's costs come out high: the page says so).
+phase the fastest of its repeats (cost_probe.py: the page's own browser slows some). The facts say whether this
+CPU computes bfloat16 natively, whether an int4 draft pays here, and how much of the CPUs other programs used
+while the costs were measured (a busy machine's costs come out high: the page says so).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ acceptance of the page's recorded greedy run of the same pair, the i.i.d. cost m
 chain's k (a chain: the model prices chains, and a tree's extra verify rows cost more than they bring on a CPU's
 forwards); where the CPU computes bfloat16 natively and the loaded target is float32, a bfloat16 target reads half
 the bytes each forward; where the int4 kernel runs its AVX-512 code and the loaded draft is int8, an int4 draft
-reads half its bytes again at about twice the speed (the draft never changes the output). `choice_text` says it with the numbers; `use_fastest` sets
-the Run tab's controls to it (a chain of that k with the draft model, the bfloat16 target where native, the int4
-draft where it runs), so the next Run measures it.
+reads half its bytes again at about twice the speed (the draft never changes the output). `choice_text` says it
+with the numbers; `use_fastest` sets the Run tab's controls to it (a chain of that k with the draft model, the
+bfloat16 target where native, the int4 draft where it pays), so the next Run measures it.
 """
 
 from __future__ import annotations
