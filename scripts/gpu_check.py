@@ -88,7 +88,8 @@ GOAL_ENGINE_MS = 1.0           # engine work outside the forwards, per step
 GOAL_MODEL_ADHERENCE = 0.10    # measured tok/s within 10 % of the cost model's at every acceptance level (a goal)
 GOAL_MODEL_SPREAD = 0.10       # the model's error alike at every level, within 10 points (a goal: it is timed)
 TIMING_REPEATS = 3             # every timed row: the median of this many repeats, after a warm-up
-LEVEL_K, LEVEL_TOKENS, LEVEL_REPEATS = 5, 48, 7
+LEVEL_K, LEVEL_TOKENS, LEVEL_REPEATS = 5, 48, 7     # --level-repeats: the saved runs used 7; the suite, which
+                                                    # asserts the levels' counts and no timing, asks for 2
 LEVEL_PROBES = 4               # a level's repeat: the mean of 4 probes (a probe times ~10 forwards: on a busy
                                # host its median favours the quiet moments a run of 48 tokens averages over)
 DEFAULT_PERTURBATION = 0.02    # the in-between level's draft: the target plus this much noise (x each weight's std)
@@ -314,8 +315,8 @@ def median_costs(pair: ModelPair, cache: str, repeats: int = TIMING_REPEATS,
         verify_ms=tuple((k, statistic([dict(run.verify_ms)[k] for run in runs])) for k in first.ks))
 
 
-def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
-    """Predicted against measured tokens a second for one pair on graphs, LEVEL_REPEATS times after a
+def cost_model_at(pair: ModelPair, level: str, about: str, repeats: int = LEVEL_REPEATS) -> dict:
+    """Predicted against measured tokens a second for one pair on graphs, `repeats` times after a
     warm-up run, each repeat LEVEL_PROBES cost probes (their mean) then a run, so a busy host's
     drift hits both alike.
 
@@ -330,8 +331,8 @@ def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
     engine = SpeculativeEngine(pair)
     config = SpecConfig(k=LEVEL_K, max_new_tokens=LEVEL_TOKENS, cache="static")
     engine.generate(STEP_PROMPT, config)                                                          # warm
-    repeats = []
-    for _ in range(LEVEL_REPEATS):
+    runs = []
+    for _ in range(repeats):
         costs = median_costs(pair, "static", LEVEL_PROBES, statistics.fmean)
         steps, totals = timed_steps(engine, config)
         drafted = sum(step.k for step in steps)
@@ -342,7 +343,7 @@ def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
         tokens = sum(step.num_emitted for step in steps)
         measured = 1000.0 * tokens / sum(totals)
         predicted = 1000.0 * tokens / model_ms
-        repeats.append({"acceptance": alpha, "tokens_per_step": tokens / len(steps),
+        runs.append({"acceptance": alpha, "tokens_per_step": tokens / len(steps),
                         "draft_token_ms": costs.draft_token_ms, "verify_ms": costs.verify_cost(LEVEL_K) * costs.target_token_ms,
                         "engine_ms": engine_ms, "run_draft_ms_per_token": sum(step.timing.draft for step in steps) / max(drafted, 1),
                         "run_verify_ms": statistics.median(step.timing.verify for step in steps),
@@ -350,8 +351,8 @@ def cost_model_at(pair: ModelPair, level: str, about: str) -> dict:
                         "iid_tokens_per_step": statistics.fmean(expected_tokens_per_step(alpha, step.k) for step in steps),
                         "iid_predicted_tok_s": costs.tokens_per_s(alpha, [step.k for step in steps], engine_ms)})
     return {"level": level, "draft": pair.draft_name, "about": about, "k": LEVEL_K, "tokens": LEVEL_TOKENS,
-            "repeats": LEVEL_REPEATS, "errors": [repeat["error"] for repeat in repeats],
-            **{name: statistics.median(repeat[name] for repeat in repeats) for name in repeats[0]}}
+            "repeats": repeats, "errors": [run["error"] for run in runs],
+            **{name: statistics.median(run[name] for run in runs) for name in runs[0]}}
 
 
 def timed_steps(engine: SpeculativeEngine, config: SpecConfig) -> tuple[list, list[float]]:
@@ -382,12 +383,12 @@ def thread_time_clock(device: torch.device) -> Iterator[str]:
         StepClock.host_clock = wall_clock
 
 
-def acceptance_levels(pair: ModelPair, perturbation: float) -> list[dict]:
+def acceptance_levels(pair: ModelPair, perturbation: float, repeats: int = LEVEL_REPEATS) -> list[dict]:
     results = []
     for level, level_pair, about in level_pairs(pair, perturbation):
         log(f"the cost model at acceptance level '{level}'")
         with thread_time_clock(pair.device) as clock:
-            results.append(cost_model_at(level_pair, level, about) | {"clock": clock})
+            results.append(cost_model_at(level_pair, level, about, repeats) | {"clock": clock})
         del level_pair
         if pair.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -504,7 +505,7 @@ def run(args: argparse.Namespace) -> dict:
         if which in ("default", "small"):
             log("the engine's steps on graphs")
             report["steps"] = steps(pair)
-            report["acceptance_levels"] = acceptance_levels(pair, args.perturbation)
+            report["acceptance_levels"] = acceptance_levels(pair, args.perturbation, args.level_repeats)
         engine_ms = report["steps"]["median_step_ms"]["engine"]
         report["predicted"][which] = predicted(graph_costs, engine_ms, f"{pair.draft_name} -> {pair.target_name}")
         del pair
@@ -562,12 +563,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--perturbation", type=float, default=DEFAULT_PERTURBATION,
                         help="noise on the in-between acceptance level's draft (x each weight's std; "
                              f"default {DEFAULT_PERTURBATION})")
+    parser.add_argument("--level-repeats", type=int, default=LEVEL_REPEATS,
+                        help=f"runs of the cost model at each acceptance level (default {LEVEL_REPEATS}); the suite, "
+                             "which asserts their counts and no timing, runs 2")
     parser.add_argument("--compile-only", action="store_true",
                         help="only time torch.compile(mode='reduce-overhead') of the target's decode against our "
                              "captured graph (slow: a compile)")
     parser.add_argument("--predict-from", default="", metavar="REPORT",
                         help="make a saved report's predictions again from its costs and today's acceptance files")
     args = parser.parse_args(argv)
+    if args.level_repeats < 1:
+        parser.error(f"--level-repeats must be 1 or more, got {args.level_repeats}")
     if args.device == "cuda" and not torch.cuda.is_available() and not args.predict_from:
         parser.error("no CUDA GPU here: run with --device cpu --small")
     if args.predict_from:
