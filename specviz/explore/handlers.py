@@ -22,7 +22,7 @@ from engine.formats.sweep_reader import SweepTable
 from specviz import updates
 from specviz.controls import choose_models
 from specviz.explore.server_sweep import server_k_note, server_sweep
-from specviz.explore.views import ExploreViews, progress_line, render_sweep
+from specviz.explore.views import ExploreViews, pick_temperature, progress_line, render_sweep, temperature_views
 from specviz.serving.policy import Policy
 from specviz.run.export import fresh_export_dir
 from specviz.serving.runner import Runner, RunnerError, SweepRequest
@@ -184,10 +184,11 @@ class ExploreHandlers(Stoppable):
 
     def select_temperature(self, table: SweepTable | None, temperature: float | None, large: bool,
                            width: float | None) -> tuple[Any, Any, Any, Any]:
-        """The theory overlay, the gap's shares and the per-position lines at another temperature."""
-        views = render_sweep(self._session_table(table), "", temperature, FigureStyle.for_screen(large, width),
-                             self.device_costs())
-        return views.theory, views.gap, views.gap_words, views.positions
+        """The theory overlay, the gap's shares and the per-position lines at another temperature (the heatmaps,
+        which show every temperature, stay as drawn)."""
+        table = self._session_table(table)
+        return temperature_views(table, pick_temperature(table, temperature), FigureStyle.for_screen(large, width),
+                                 self.device_costs())
 
     def restyle(self, table: SweepTable | None, temperature: float | None, large: bool, width: float | None,
                 status: str) -> Outputs:

@@ -45,18 +45,25 @@ def render_sweep(table: SweepTable | None, status: str, temperature: float | Non
     `device_costs` (a GPU server's, measured at load) adds the model at that device's costs."""
     shown = pick_temperature(table, temperature)
     choices = [(f"{t:g}", t) for t in table.temperatures] if table else []
-    shares = gap_shares(table, shown) if shown is not None else []
+    theory, gap, gap_words, positions = temperature_views(table, shown, style, device_costs)
     return ExploreViews(
         table=table, status=status,
         acceptance=heatmap_figure(table, "acceptance", style),
         length=heatmap_figure(table, "length", style),
         speedup=heatmap_figure(table, "speedup", style),
-        theory=theory_figure(table, shown, style, device_costs),
-        gap=gap_figure(shares, shown, style),
-        gap_words=gap_html(shares, shown),
-        positions=positions_figure(table, shown, style),
+        theory=theory, gap=gap, gap_words=gap_words, positions=positions,
         temperature=gr.update(choices=choices, value=shown),
         about=about_html(table) + device_html(table, shown, device_costs))
+
+
+def temperature_views(table: SweepTable | None, shown: float | None, style: FigureStyle,
+                      device_costs: DeviceCosts | None) -> tuple[go.Figure, go.Figure, str, go.Figure]:
+    """The views that depend on the picked temperature `shown` (pick_temperature's): the theory overlay, the gap's
+    shares, their sentence and the per-position lines. The temperature picker redraws only these: the heatmaps
+    hold every temperature already."""
+    shares = gap_shares(table, shown) if shown is not None else []
+    return (theory_figure(table, shown, style, device_costs), gap_figure(shares, shown, style),
+            gap_html(shares, shown), positions_figure(table, shown, style))
 
 
 def device_html(table: SweepTable | None, temperature: float | None, costs: DeviceCosts | None) -> str:
