@@ -24,8 +24,9 @@ export OMP_WAIT_POLICY=PASSIVE
 .venv/bin/python -c "from engine.cli.machine import describe_machine as d; print('machine:', d())"
 # With no arguments the suite runs in three passes:
 # 1. every test but the one that needs most of the memory, on two workers (pytest-xdist, one module per worker
-#    at a time so a module's browser, app and servers stay with it): the suite waits on browsers, servers and
-#    single-threaded Python about half the time, and the second worker fills the idle core (docs/architecture.md §6);
+#    at a time so a module's browser, app and servers stay with it, and the modules that share a session vLLM
+#    server on one worker: tests/conftest.py's groups): the suite waits on browsers, servers and single-threaded
+#    Python about half the time, and the second worker fills the idle core (docs/architecture.md §6);
 # 2. the tests marked needs_most_memory alone, in a process that holds no other server (tests/memory_room.py);
 # 3. the cpu_arithmetic tests again with the CPU capped to AVX2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2).
 # --durations prints the slowest tests of each pass, so the next slow one is seen.
@@ -43,9 +44,9 @@ run_pass() {   # run_pass NAME PYTEST-ARGUMENTS...: one pass, timed
   echo "$name: $((SECONDS - started)) s$([ "$status" = 0 ] || echo ", FAILED (exit $status)")"
   [ "$failed" != 0 ] || failed=$status
 }
-run_pass "suite on two workers" "${pytest[@]}" -m "not needs_most_memory" -n 2 --dist loadfile --durations=10
+run_pass "suite on two workers" "${pytest[@]}" -m "not needs_most_memory" -n 2 --dist loadgroup --durations=10
 run_pass "tests that need most of the memory" "${pytest[@]}" -m needs_most_memory --durations=3
 echo "Portability pass: the cpu_arithmetic tests again with the CPU capped to AVX2..."
 run_pass "portability pass" env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 \
-  "${pytest[@]}" -m cpu_arithmetic -n 2 --dist loadfile --durations=5
+  "${pytest[@]}" -m cpu_arithmetic -n 2 --dist loadgroup --durations=5
 exit "$failed"

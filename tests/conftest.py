@@ -67,10 +67,24 @@ def tiny_app():
     demo.close()
 
 
+# The session's real vLLM servers (fixtures below): every module that uses one runs on one pytest-xdist worker.
+SESSION_SERVERS = ("tiny_vllm", "tiny_plain_vllm")
+SESSION_SERVERS_GROUP = "session-vllm-servers"
+
+
+@pytest.hookimpl(tryfirst=True)     # before pytest-xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     """Tests marked needs_most_memory run after every other test (in their own order): they stop the servers
-    the session shares first (tests/memory_room.py), and nothing after them may need those."""
+    the session shares first (tests/memory_room.py), and nothing after them may need those.
+
+    Each test joins an xdist group (scripts/test.sh runs `--dist loadgroup`): its module's, so a module's browser,
+    app and servers stay with one worker, except that the modules using a session vLLM server form one group. A
+    worker starts each session server it needs once, so under `--dist loadfile` both workers started both tiny
+    servers, about 35 s each on a busy 2-core machine; grouped, one worker starts each once."""
     items.sort(key=lambda item: item.get_closest_marker("needs_most_memory") is not None)
+    for item in items:
+        uses_server = any(name in getattr(item, "fixturenames", ()) for name in SESSION_SERVERS)
+        item.add_marker(pytest.mark.xdist_group(SESSION_SERVERS_GROUP if uses_server else item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="module", autouse=True)
