@@ -25,6 +25,7 @@ from benchmarks.prompts import PROMPTS  # noqa: E402  (after the path: a script 
 from engine import SpecConfig, SpeculativeEngine, load_pair  # noqa: E402
 from engine.cli.machine import machine_record, provenance  # noqa: E402
 from engine.config import DRAFT_DTYPES, NATIVE_BF16  # noqa: E402
+from engine.presets import DEFAULT_PRESET  # noqa: E402
 
 
 def acceptance(engine: SpeculativeEngine, temperature: float, seeds: list[int], k: int, tokens: int) -> dict:
@@ -41,6 +42,7 @@ def acceptance(engine: SpeculativeEngine, temperature: float, seeds: list[int], 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default=DEFAULT_PRESET, help=f"the pair (default {DEFAULT_PRESET})")
     parser.add_argument("--drafts", default="int4,int8", help="comma-separated draft dtypes (default int4,int8)")
     parser.add_argument("--target-dtype", default=NATIVE_BF16, help=f"the target's dtype (default {NATIVE_BF16})")
     parser.add_argument("--k", type=int, default=5)
@@ -52,11 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in drafts if name not in DRAFT_DTYPES]
     if unknown or not drafts:
         parser.error(f"--drafts takes draft dtypes from {', '.join(DRAFT_DTYPES)}, got {args.drafts!r}")
-    results = {"what": "acceptance of the default pair's draft in each dtype against one target, bench.py's prompts",
+    results = {"what": "acceptance of the pair's draft in each dtype against one target, bench.py's prompts",
+               "preset": args.preset,
                "cpu": machine_record(), **provenance(sys.argv[1:] if argv is None else argv), "k": args.k,
                "tokens_per_prompt": args.tokens, "prompts": list(PROMPTS), "rows": []}
     for draft_dtype in drafts:
-        pair = load_pair(draft_dtype=draft_dtype, target_dtype=args.target_dtype)
+        pair = load_pair(args.preset, draft_dtype=draft_dtype, target_dtype=args.target_dtype)
         engine = SpeculativeEngine(pair)
         row = {"draft_dtype": pair.draft_dtype, "target_dtype": pair.target_dtype,
                "temperatures": [acceptance(engine, 0.0, [0], args.k, args.tokens),

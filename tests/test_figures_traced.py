@@ -48,6 +48,12 @@ QUOTES = [
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
 DATA_FIGURES = [
+    ("docs/architecture.md", "the int4 draft {} accepted", "draft-acceptance-2026-11-30.json", "rows/0/temperatures/0/acceptance", ".1%"),
+    ("docs/architecture.md", "accepted, int8 {}, the", "draft-acceptance-2026-11-30.json", "rows/1/temperatures/0/acceptance", ".1%"),
+    ("docs/architecture.md", "float32 draft {};", "draft-acceptance-2026-11-30.json", "rows/2/temperatures/0/acceptance", ".1%"),
+    ("docs/architecture.md", "at T = 0.7, {}, ", "draft-acceptance-2026-11-30.json", "rows/0/temperatures/1/acceptance", ".1%"),
+    ("docs/architecture.md", "0.7, 69.2%, {} and", "draft-acceptance-2026-11-30.json", "rows/1/temperatures/1/acceptance", ".1%"),
+    ("docs/architecture.md", " and {} (benchmarks/data/draft-acc", "draft-acceptance-2026-11-30.json", "rows/2/temperatures/1/acceptance", ".1%"),
     ("docs/benchmark.md", "(`scripts/draft_kernels.py`): int8 {} ms", "draft-kernels-avx512-2026-11-29.json",
      "kernels/int8/total_ms", ".1f"),
     ("docs/benchmark.md", "ms, int4 {} ms with AVX-512", "draft-kernels-avx512-2026-11-29.json", "kernels/int4/total_ms", ".1f"),
