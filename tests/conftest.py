@@ -75,16 +75,29 @@ SESSION_SERVERS_GROUP = "session-vllm-servers"
 @pytest.hookimpl(tryfirst=True)     # before pytest-xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     """Tests marked needs_most_memory run after every other test (in their own order): they stop the servers
-    the session shares first (tests/memory_room.py), and nothing after them may need those.
-
-    Each test joins an xdist group (scripts/test.sh runs `--dist loadgroup`): its module's, so a module's browser,
-    app and servers stay with one worker, except that the modules using a session vLLM server form one group. A
-    worker starts each session server it needs once, so under `--dist loadfile` both workers started both tiny
-    servers, about 35 s each on a busy 2-core machine; grouped, one worker starts each once."""
+    the session shares first (tests/memory_room.py), and nothing after them may need those. Tests that use a
+    session vLLM server join one xdist group (their ids then end in "@session-vllm-servers": rerun one by the
+    part before the @); `pytest_xdist_make_scheduler` below sends that group to one worker."""
     items.sort(key=lambda item: item.get_closest_marker("needs_most_memory") is not None)
     for item in items:
-        uses_server = any(name in getattr(item, "fixturenames", ()) for name in SESSION_SERVERS)
-        item.add_marker(pytest.mark.xdist_group(SESSION_SERVERS_GROUP if uses_server else item.nodeid.split("::")[0]))
+        if any(name in getattr(item, "fixturenames", ()) for name in SESSION_SERVERS):
+            item.add_marker(pytest.mark.xdist_group(SESSION_SERVERS_GROUP))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under `--dist loadgroup` (scripts/test.sh), each module's tests go to one worker, as `--dist loadfile`
+    sends them (a module's browser, app and servers stay with it), except that the modules using a session vLLM
+    server go to one worker together: a worker starts each session server it needs once, so under loadfile both
+    workers started both tiny servers, about 35 s each on a busy 2-core machine. (xdist's own loadgroup would send
+    every test outside a group alone.) Other `--dist` modes keep xdist's schedulers."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndServerGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:        # the scope a test is sent with (xdist's loadfile: its file)
+            return SESSION_SERVERS_GROUP if nodeid.endswith("@" + SESSION_SERVERS_GROUP) else nodeid.split("::", 1)[0]
+    return ModulesAndServerGroup(config, log)
 
 
 @pytest.fixture(scope="module", autouse=True)
