@@ -344,12 +344,12 @@ def cost_model_at(pair: ModelPair, level: str, about: str, repeats: int = LEVEL_
         measured = 1000.0 * tokens / sum(totals)
         predicted = 1000.0 * tokens / model_ms
         runs.append({"acceptance": alpha, "tokens_per_step": tokens / len(steps),
-                        "draft_token_ms": costs.draft_token_ms, "verify_ms": costs.verify_cost(LEVEL_K) * costs.target_token_ms,
-                        "engine_ms": engine_ms, "run_draft_ms_per_token": sum(step.timing.draft for step in steps) / max(drafted, 1),
-                        "run_verify_ms": statistics.median(step.timing.verify for step in steps),
-                        "predicted_tok_s": predicted, "measured_tok_s": measured, "error": measured / predicted - 1.0,
-                        "iid_tokens_per_step": statistics.fmean(expected_tokens_per_step(alpha, step.k) for step in steps),
-                        "iid_predicted_tok_s": costs.tokens_per_s(alpha, [step.k for step in steps], engine_ms)})
+                     "draft_token_ms": costs.draft_token_ms, "verify_ms": costs.verify_cost(LEVEL_K) * costs.target_token_ms,
+                     "engine_ms": engine_ms, "run_draft_ms_per_token": sum(step.timing.draft for step in steps) / max(drafted, 1),
+                     "run_verify_ms": statistics.median(step.timing.verify for step in steps),
+                     "predicted_tok_s": predicted, "measured_tok_s": measured, "error": measured / predicted - 1.0,
+                     "iid_tokens_per_step": statistics.fmean(expected_tokens_per_step(alpha, step.k) for step in steps),
+                     "iid_predicted_tok_s": costs.tokens_per_s(alpha, [step.k for step in steps], engine_ms)})
     return {"level": level, "draft": pair.draft_name, "about": about, "k": LEVEL_K, "tokens": LEVEL_TOKENS,
             "repeats": repeats, "errors": [run["error"] for run in runs],
             **{name: statistics.median(run[name] for run in runs) for name in runs[0]}}

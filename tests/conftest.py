@@ -75,12 +75,15 @@ SESSION_SERVERS_GROUP = "session-vllm-servers"
 @pytest.hookimpl(tryfirst=True)     # before pytest-xdist's own hook reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     """Tests marked needs_most_memory run after every other test (in their own order): they stop the servers
-    the session shares first (tests/memory_room.py), and nothing after them may need those. Tests that use a
-    session vLLM server join one xdist group (their ids then end in "@session-vllm-servers": rerun one by the
-    part before the @); `pytest_xdist_make_scheduler` below sends that group to one worker."""
+    the session shares first (tests/memory_room.py), and nothing after them may need those. The modules with a
+    test that uses a session vLLM server join one xdist group, whole, so none is split from its module fixtures
+    (their ids then end in "@session-vllm-servers": rerun one by the part before the @);
+    `pytest_xdist_make_scheduler` below sends that group to one worker."""
     items.sort(key=lambda item: item.get_closest_marker("needs_most_memory") is not None)
+    grouped = {item.nodeid.split("::", 1)[0] for item in items
+               if any(name in getattr(item, "fixturenames", ()) for name in SESSION_SERVERS)}
     for item in items:
-        if any(name in getattr(item, "fixturenames", ()) for name in SESSION_SERVERS):
+        if item.nodeid.split("::", 1)[0] in grouped:
             item.add_marker(pytest.mark.xdist_group(SESSION_SERVERS_GROUP))
 
 
