@@ -9,6 +9,7 @@ The pair is wider than tiny-random's default (vLLM's CPU attention wants a head 
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,17 +92,22 @@ def default_pair_server(folder: Path, method: str, k: int, need_bytes: int,
                         stop_shared: Callable[[], list[str]]) -> Iterator[str]:
     """The default pair (qwen-coder) served in float32 by `method` (draft_model, or ngram on vLLM's default
     lookup, the target alone), eager, max_model_len 1024, once there is room for it (tests/memory_room.py);
-    yields its URL. A server that died meanwhile (the kernel's OOM killer, a crash) fails with its log's end."""
+    yields its URL. A server that died meanwhile (the kernel's OOM killer, a crash) fails with its log's end.
+    Its engine computes on every core: these servers run alone, in the suite's pass of
+    their own, where vLLM's own binding would leave one of two cores idle for its API process."""
     import pytest
 
+    from benchmarks.vllm_peer import PeerServerSpec
     from engine.loading.model_folders import preset_folders
-    from engine.vllm.server import ServerSpec, start_server
+    from engine.vllm.server import start_server
     from memory_room import make_room
     require_vllm()
     make_room(need_bytes, stop_shared, f"The default pair's float32 vLLM server ({method})")
     target, draft = preset_folders("qwen-coder")
-    spec = ServerSpec(target=target, draft=draft if method == "draft_model" else None, method=method, k=k,
-                      dtype="float32", max_model_len=1024, kv_cache_gib=1, extra_args=EAGER)
+    cores = os.cpu_count() or 1
+    spec = PeerServerSpec(target=target, draft=draft if method == "draft_model" else None, method=method, k=k,
+                          dtype="float32", max_model_len=1024, kv_cache_gib=1, extra_args=EAGER, threads=cores,
+                          bind_cores=f"0-{cores - 1}" if cores > 1 else "0")
     server = start_server(spec, folder / "server.log", timeout_s=DEFAULT_PAIR_STARTUP_TIMEOUT_S)
     try:
         yield str(server.address)
