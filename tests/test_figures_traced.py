@@ -48,6 +48,21 @@ QUOTES = [
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
 DATA_FIGURES = [
+    ("docs/architecture.md", "a9429ee then ran the README's test command in {} s with", "suite-times-2026-11-30.json", "clean_clone_a9429ee_total_s", "d"),
+    ("docs/architecture.md", "with installs ({} s, 235 s", "suite-times-2026-11-30.json", "runs/4/wall_s", "d"),
+    ("docs/architecture.md", "s, {} s and 127 s for", "suite-times-2026-11-30.json", "runs/5/wall_s", "d"),
+    ("docs/architecture.md", "s and {} s for the three passes).", "suite-times-2026-11-30.json", "runs/6/wall_s", "d"),
+    ("docs/architecture.md", "pass 1 took {} s, 2608", "suite-times-2026-11-30.json", "runs/0/wall_s", ".1f"),
+    ("docs/architecture.md", "s, {} s of test time summed", "suite-times-2026-11-30.json", "runs/0/test_seconds_summed", ".1f"),
+    ("docs/architecture.md", "workers, {} s of that in the", "suite-times-2026-11-30.json", "runs/0/browser_modules_s", ".1f"),
+    ("docs/architecture.md", "in the {} browser\nmodules", "suite-times-2026-11-30.json", "runs/0/browser_modules", "d"),
+    ("docs/architecture.md", "upright test ran {} s\nalone", "suite-times-2026-11-30.json", "browser_test_cpu/wall_s", ".1f"),
+    ("docs/architecture.md", "renderer used {} s of CPU", "suite-times-2026-11-30.json", "browser_test_cpu/cpu_s/chromium_renderer", ".1f"),
+    ("docs/architecture.md", "the test process {} s (reduced", "suite-times-2026-11-30.json", "browser_test_cpu/cpu_s/test_process", ".1f"),
+    ("docs/architecture.md", "figures took {} s of 87.8", "suite-times-2026-11-30.json", "upload_walk_load_case_profile/plotly_figure_construction_s", ".1f"),
+    ("docs/architecture.md", "s of {} s under cProfile", "suite-times-2026-11-30.json", "upload_walk_load_case_profile/wall_s", ".1f"),
+    ("docs/architecture.md", "the pass took {} s instead", "suite-times-2026-11-30.json", "runs/2/wall_s", ".1f"),
+    ("docs/architecture.md", "s instead of {} s.", "suite-times-2026-11-30.json", "runs/1/wall_s", ".1f"),
     ("docs/architecture.md", "the int4 draft {} accepted", "draft-acceptance-2026-11-30.json", "rows/0/temperatures/0/acceptance", ".1%"),
     ("docs/architecture.md", "accepted, int8 {}, the", "draft-acceptance-2026-11-30.json", "rows/1/temperatures/0/acceptance", ".1%"),
     ("docs/architecture.md", "float32 draft {};", "draft-acceptance-2026-11-30.json", "rows/2/temperatures/0/acceptance", ".1%"),
