@@ -58,16 +58,15 @@ def test_the_sections_docs_quote_are_there(report):
 
 @pytest.mark.gpu_check
 def test_host_reads_counted_by_python_and_by_the_profiler(report):
-    """Greedy and sampled steps each make one Python-level read (the readout's tolist); the profiler
-    sees no other host read in a greedy step, and in a sampled step on a CPU only
-    _local_scalar_dense calls (multinomial's _assert_async reading its check), which HostReads
-    cannot see: the check reports them rather than missing them."""
+    """Greedy and sampled steps each make one Python-level read (the readout's tolist), and the profiler,
+    which also sees the reads made inside operators (HostReads cannot), records no other: a sampled step on a
+    CPU draws by the law's cumulative sum (engine/decode/sampling.py draw), where torch.multinomial read its
+    own check back (_local_scalar_dense) at every draw."""
     syncs = report["steps"]["host_syncs"]
     assert len(syncs["greedy"]) == len(syncs["sampled"]) == 3
     for step in syncs["greedy"] + syncs["sampled"]:
         assert step["python_reads"] == ["tolist"] and "memcpy_dtoh" not in step
-    assert all(step["profiler_reads"] == {} for step in syncs["greedy"])
-    assert all(set(step["profiler_reads"]) == {"aten::_local_scalar_dense"} for step in syncs["sampled"])
+    assert all(step["profiler_reads"] == {} for step in syncs["greedy"] + syncs["sampled"])
     assert report["checks"]["greedy_steps_read_nothing_else"]
 
 

@@ -123,7 +123,7 @@ def test_a_step_reads_the_device_once(changes):
     """Every value a chain step needs on the host comes back in one copy (readout.py): no other
     Python-level read of a tensor (tolist, item, int(), bool(), .cpu(), an index by a 0-dim tensor)
     happens during a step, recorder on or off. HostReads sees calls made from Python only: reads
-    inside operators (multinomial's check on a CPU, nonzero, torch.equal) are counted by the
+    inside operators (nonzero, torch.equal) are counted by the
     profiler in scripts/gpu_check.py (tests/test_gpu_check.py)."""
     pair = replaying_graphs(build_tiny_pair(seed=0))
     for detailed in (True, False):

@@ -56,7 +56,8 @@ class HostReads(TorchFunctionMode):
     `tolist`, `item`, `int()`, `bool()` (an `if` on a tensor), `.cpu()`, `.numpy()`, and indexing
     with a 0-dim tensor (which reads its value to index). On a GPU each is a device-to-host copy
     that waits for the device. It sees calls from Python only: a read inside an operator (on a CPU,
-    multinomial's `_assert_async`; `nonzero` under boolean-mask indexing; `torch.equal`) and
+    torch.multinomial's `_assert_async`, which the CPU's draw no longer calls (sampling.draw); `nonzero` under
+    boolean-mask indexing; `torch.equal`) and
     host-to-device copies pass unseen; scripts/gpu_check.py counts those with the torch profiler.
     `torch.overrides.TorchFunctionMode` is public API."""
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.decode.sampling import draw
+
 
 @dataclass(frozen=True)
 class Acceptance:
@@ -92,7 +94,7 @@ def decide_sampling(drafts: torch.Tensor, draft_probs: torch.Tensor | None, targ
     ratios = acceptance_probabilities(p_of_draft, q_of_draft)                             # (k,)
     num_accepted = accepted_prefix(uniforms < ratios)                                     # ()
     law = next_token_distribution(drafts, draft_probs, target_probs, num_accepted)        # (V,)
-    next_token = torch.multinomial(law, 1, generator=generator)                           # (1,)
+    next_token = draw(law, generator)                                                     # (1,)
     return Decision(k, num_accepted, next_token, torch.argmax(target_probs, dim=-1), ratios, uniforms, law)
 
 

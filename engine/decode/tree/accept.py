@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.decode.sampling import draw
 from engine.decode.tree.shape import DraftTree
 from engine.decode.verify import residual_distribution
 
@@ -104,7 +105,7 @@ def walk_sampling(children: list[list[int]], tokens: list[int], target_probs: to
         verdicts[accepted] = "accepted"
         path.append(accepted)
         row = accepted + 1
-    next_token = int(torch.multinomial(law, 1, generator=generator).item())
+    next_token = int(draw(law, generator).item())
     stop = children[row]
     return TreeWalk(tuple(path), next_token, "recovered" if stop else "bonus", tuple(verdicts), tuple(accept_probs),
                     tuple(draws), law if stop else None, stop[0] if stop else None)
