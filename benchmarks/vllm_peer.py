@@ -114,22 +114,25 @@ def speed_dtype(choice: str, flags: dict[str, bool] | None = None) -> str:
 BINDINGS = ("auto", "all")        # vLLM's own core binding (one core kept for its API process), or every core
 
 
+def bound_cores(count: int, binding: str) -> str:
+    """PeerServerSpec.bind_cores for `count` threads: "" under vLLM's own binding ("auto"), else cores 0..count-1."""
+    if binding == "auto":
+        return ""
+    return f"0-{count - 1}" if count > 1 else "0"
+
+
 def peer_configurations(threads: list[int], probabilistic: bool = False, dtype: str = SPEED_DTYPE,
                         bindings: tuple[str, ...] = ("auto",), fix_cpu_sampler: bool = False) -> list[PeerConfiguration]:
     """The identity row (float32 target-only, at the first thread count and binding), then per thread
     count and binding target-only, draft model and n-gram in `dtype` (and probabilistic drafts when
     asked). Binding "all": a count of n threads computes on cores 0..n-1 (vLLM's own binding, "auto",
     keeps one free). `fix_cpu_sampler`: every server runs SpecViz's CPU sampler fix."""
-    def bound(count: int, binding: str) -> str:
-        if binding == "auto":
-            return ""
-        return f"0-{count - 1}" if count > 1 else "0"
-    first = PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound(threads[0], bindings[0]),
+    first = PeerConfiguration("none", IDENTITY_DTYPE, threads[0], bind_cores=bound_cores(threads[0], bindings[0]),
                               fix_cpu_sampler=fix_cpu_sampler)
     chosen = [first]
     for count in threads:
         for binding in bindings:
-            cores = bound(count, binding)
+            cores = bound_cores(count, binding)
             chosen += [configuration for configuration in (PeerConfiguration(method, dtype, count, bind_cores=cores,
                                                                              fix_cpu_sampler=fix_cpu_sampler)
                                                            for method in ("none", "draft_model", "ngram"))

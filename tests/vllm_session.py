@@ -97,7 +97,7 @@ def default_pair_server(folder: Path, method: str, k: int, need_bytes: int,
     their own, where vLLM's own binding would leave one of two cores idle for its API process."""
     import pytest
 
-    from benchmarks.vllm_peer import PeerServerSpec
+    from benchmarks.vllm_peer import PeerServerSpec, bound_cores
     from engine.loading.model_folders import preset_folders
     from engine.vllm.server import start_server
     from memory_room import make_room
@@ -107,7 +107,7 @@ def default_pair_server(folder: Path, method: str, k: int, need_bytes: int,
     cores = os.cpu_count() or 1
     spec = PeerServerSpec(target=target, draft=draft if method == "draft_model" else None, method=method, k=k,
                           dtype="float32", max_model_len=1024, kv_cache_gib=1, extra_args=EAGER, threads=cores,
-                          bind_cores=f"0-{cores - 1}" if cores > 1 else "0")
+                          bind_cores=bound_cores(cores, "all"))
     server = start_server(spec, folder / "server.log", timeout_s=DEFAULT_PAIR_STARTUP_TIMEOUT_S)
     try:
         yield str(server.address)
