@@ -10,6 +10,7 @@ from gradio_client import Client
 
 from fakes import FakeRunner
 from specviz.run.views import Views
+from specviz.run.watch import LOADING, READY
 from ui_server import serve
 
 NAMES = [name for name in Views.names() if name != "trace"]     # gr.State is not part of the API
@@ -46,9 +47,13 @@ def test_run_streams_several_steps_through_the_server(fake_server):
     client = Client(url, verbose=False)
     job = client.submit(**run_args(), api_name="/run")
     updates = [dict(zip(NAMES, update)) for update in job]
-    assert "Models ready" in updates[0]["status"]            # said before the first (prefill) step
+    # The first update clears the old trace: while the models load, or (when the page first sees the run after
+    # they loaded) as it says they are ready; which of the two depends on when this page polls (specviz/run/watch.py).
     cleared, *seen = [update for update in updates if is_plot(update["timeline"])]
-    assert "Models ready" in cleared["status"] and cells(cleared["timeline"], "accepted") == 0   # old trace gone
+    assert cleared is updates[0] and cells(cleared["timeline"], "accepted") == 0          # old trace gone
+    assert cleared["status"].startswith((LOADING, READY))
+    ready = next(i for i, update in enumerate(updates) if update["status"].startswith(READY))
+    assert ready < updates.index(seen[0])                    # said before the first (prefill) step
     final = dict(zip(NAMES, job.outputs()[-1]))
     accepted = [cells(update["timeline"], "accepted") for update in seen]
     assert len(seen) >= 4 and accepted == sorted(accepted) and accepted[0] < accepted[-1]
