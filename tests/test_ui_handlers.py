@@ -178,19 +178,24 @@ def test_engine_failure_mid_run_keeps_the_recorded_steps():
 
 
 def test_stop_ends_the_run_after_the_current_step_and_keeps_the_partial_trace():
-    render(make_trace([1, 2]), "")
-    handlers = Handlers(FakeRunner(accepted=(4, 2, 0, 4, 3, 1), delay=0.1), min_interval=0.0)
+    """The run holds its fourth step until this page has drawn three and pressed Stop (another session's Stop
+    came first, after the first step, and changed nothing): the step in progress ends, and the run stops."""
+    release = threading.Event()
+    handlers = Handlers(FakeRunner(accepted=(4, 2, 0, 4, 3, 1), delay=0.1, hold_after=3, release=release),
+                        min_interval=0.0)
     mine, other = Session("mine"), Session("other")
     updates = []
     for out in handlers.run(None, False, None, *controls(), request=mine, progress=progress):
         updates.append(dict(zip(NAMES, out)))
-        if len(updates) == 2:
+        drawn = len(updates[-1]["trace"].steps) if updates[-1]["trace"] is not None else 0
+        if drawn >= 1:
             handlers.stop(other)                 # another session's Stop does not touch this run
-        if len(updates) == 3:
+        if drawn == 3 and not release.is_set():
             handlers.stop(mine)
+            release.set()
     final = updates[-1]
     assert final["status"] == f"Stopped: the {len(final['trace'].steps)} steps recorded so far are kept."
-    assert 2 <= len(final["trace"].steps) < 6 and not final["trace"].complete
+    assert len(final["trace"].steps) == 4 and not final["trace"].complete
     assert "incomplete" in final["output"]
     assert handlers.stops.num_running == 0
     handlers.stop(mine)                          # nothing running: harmless
