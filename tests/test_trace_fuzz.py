@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import plotly.graph_objects as go
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -36,6 +35,7 @@ from engine.formats.trace import Trace
 from document_walk import DELETE, fields, replaced
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR
+from specviz.figures.common import Figure
 from specviz.run.handlers import Handlers
 from specviz.lab.views import REFERENCE, LabSet, render_lab
 from engine.formats.trace import first_steps
@@ -115,7 +115,7 @@ def _damage(data: st.DataObject, document: Any, path: tuple[Any, ...]) -> Any:
 
 def _shown(value: Any) -> None:
     """Send `value` the way Gradio does: a figure as plotly JSON (gr.Plot), text as UTF-8, tuples item by item."""
-    if isinstance(value, go.Figure):
+    if isinstance(value, Figure):
         value.to_json()
     elif isinstance(value, str):
         value.encode("utf-8")

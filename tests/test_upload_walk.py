@@ -29,7 +29,6 @@ import re
 from typing import Any, Callable
 
 import gradio as gr
-import plotly.graph_objects as go
 import pytest
 
 from document_walk import DELETE, ODD_VALUES, fields, replaced, where
@@ -46,6 +45,7 @@ from specviz.explore.handlers import KS, ExploreHandlers
 from specviz.explore.load_view import LoadHandlers, request_choices
 from specviz.explore.settings import settings_note, settings_values
 from specviz.explore.trees import TreeHandlers
+from specviz.figures.common import Figure
 from specviz.race.handlers import RaceHandlers
 from specviz.run.handlers import Handlers
 from specviz.serving.uploads import parse_upload
@@ -67,7 +67,7 @@ WHOLE_DOCUMENT = ("the document", "the load document", "top level", "a JSON obje
 def _shown(value: Any) -> None:
     """Send `value` the way Gradio does: a figure as Plotly JSON (gr.Plot), text as UTF-8, updates and
     tuples item by item."""
-    if isinstance(value, go.Figure):
+    if isinstance(value, Figure):
         value.to_json()
     elif isinstance(value, str):
         value.encode("utf-8")

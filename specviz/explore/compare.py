@@ -12,14 +12,13 @@ from html import escape
 from typing import Any, Iterator
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from engine.config import MODEL_DRAFTER, NGRAM_DRAFTER, ConfigError, SpecConfig
 from engine.formats.trace import Trace
 from specviz import updates
 from specviz.controls import checked_prompt, choose_models
 from specviz.figures.alignment import alignment_figure, first_difference
-from specviz.figures.common import empty_figure
+from specviz.figures.common import Figure, empty_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE
 from specviz.figures.timeline import timeline_figure
 from specviz.serving.policy import Policy
@@ -67,9 +66,9 @@ class CompareViews(ComponentFields):
 
     state: Comparison | None
     status: str
-    alignment: go.Figure        # both outputs by token position
-    timeline_a: go.Figure
-    timeline_b: go.Figure
+    alignment: Figure           # both outputs by token position
+    timeline_a: Figure
+    timeline_b: Figure
     table: str
 
 
@@ -91,9 +90,9 @@ def compare_views(comparison: Comparison | None, status: str, style: FigureStyle
                         comparison_table(comparison))
 
 
-def side_timelines(comparison: Comparison | None, style: FigureStyle = FigureStyle()) -> dict[str, go.Figure]:
+def side_timelines(comparison: Comparison | None, style: FigureStyle = FigureStyle()) -> dict[str, Figure]:
     """Each side's own token timeline (its steps; the outputs are lined up by token position above)."""
-    figures: dict[str, go.Figure] = {}
+    figures: dict[str, Figure] = {}
     for side in SIDES:
         trace = comparison.traces.get(side) if comparison else None
         if trace is None or not trace.steps:

@@ -16,7 +16,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from engine.formats.load_format import MAX_LOAD_BYTES, LoadFormatError
 from engine.formats.load_reader import parse_load_json, read_load
@@ -26,6 +25,7 @@ from engine.load.class_point import ClassLog, ClassPoint
 from engine.load.stats import other_traffic
 from engine.load.sweep import stopped
 from specviz.assets import ASSETS_DIR
+from specviz.figures.common import Figure
 from specviz.figures.load import (LoadRun, acceptance_figure, model_sentences, ratio_figure, step_cost_figure,
                                   throughput_figure)
 from specviz.serving.uploads import parse_upload
@@ -54,10 +54,10 @@ class LoadViews(ComponentFields):
 
     document: dict[str, Any] | None
     status: str
-    ratio: go.Figure
-    throughput: go.Figure
-    acceptance: go.Figure
-    step_cost: go.Figure
+    ratio: Figure
+    throughput: Figure
+    acceptance: Figure
+    step_cost: Figure
     level: Any                  # the level picker: a gr.update of its choices
     request: Any                # the level's requests: a gr.update of its choices
 
@@ -221,7 +221,7 @@ class LoadHandlers:
         return (*views.outputs()[2:6],)
 
     def show_class(self, document: dict[str, Any] | None, large: bool,
-                   width: float | None) -> tuple[ClassPoint | None, str, go.Figure]:
+                   width: float | None) -> tuple[ClassPoint | None, str, Figure]:
         """The page's latest class on a vLLM server: kept for later redraws, said in words, starred on the
         throughput chart."""
         document = self._document(document)

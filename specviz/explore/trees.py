@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from html import escape
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from engine.formats.sweep_format import MAX_SWEEP_BYTES, SweepFormatError
 from engine.formats.sweep_reader import SweepTable
 from specviz.assets import RecordedSweep
+from specviz.figures.common import Figure
 from specviz.figures.tree_budget import NO_BUDGETS, budget_verdicts, tree_budget_figure, tree_depth
 from specviz.quantities import speed_note_html
 from specviz.style import FigureStyle
@@ -36,7 +36,7 @@ class TreeViews(ComponentFields):
     """One value per output component of the section, in the order of `names()`."""
 
     table: SweepTable | None
-    figure: go.Figure
+    figure: Figure
     about: str
 
 

@@ -8,12 +8,12 @@ from html import escape
 from typing import Any
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from engine.config import NGRAM_DRAFTER
 from engine.device_costs import DeviceCosts
 from engine.formats.sweep_reader import SweepTable
 from specviz.explore.gap import gap_sentence, gap_shares
+from specviz.figures.common import Figure
 from specviz.figures.gap import gap_figure
 from specviz.figures.sweep import heatmap_figure, multiplied, positions_figure, theory_figure
 from specviz.quantities import ACCEPTANCE_RATE, TOKENS_PER_STEP, alpha_text, shown_alpha
@@ -28,13 +28,13 @@ class ExploreViews(ComponentFields):
 
     table: SweepTable | None
     status: str
-    acceptance: go.Figure
-    length: go.Figure
-    speedup: go.Figure
-    theory: go.Figure
-    gap: go.Figure
+    acceptance: Figure
+    length: Figure
+    speedup: Figure
+    theory: Figure
+    gap: Figure
     gap_words: str
-    positions: go.Figure
+    positions: Figure
     temperature: Any            # the theory temperature picker: a gr.update of its choices and value
     about: str
 
@@ -57,7 +57,7 @@ def render_sweep(table: SweepTable | None, status: str, temperature: float | Non
 
 
 def temperature_views(table: SweepTable | None, shown: float | None, style: FigureStyle,
-                      device_costs: DeviceCosts | None) -> tuple[go.Figure, go.Figure, str, go.Figure]:
+                      device_costs: DeviceCosts | None) -> tuple[Figure, Figure, str, Figure]:
     """The views that depend on the picked temperature `shown` (pick_temperature's): the theory overlay, the gap's
     shares, their sentence and the per-position lines. The temperature picker redraws only these: the heatmaps
     hold every temperature already."""

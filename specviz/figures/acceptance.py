@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
-
 from engine.metrics import expected_histogram, expected_tokens_per_step, running_tokens_per_step
 from engine.formats.trace import Trace
-from specviz.figures.common import empty_figure, make_figure
+from specviz.figures.common import Figure, empty_figure, make_figure
 from specviz.quantities import ALPHA, BY_POSITION, TOKENS_PER_STEP, alpha_text, hover_tip, shown_alpha
 from specviz.style import COLORS, FigureStyle, pattern
 from specviz.tokens import percent
@@ -47,17 +45,17 @@ def _height(style: FigureStyle) -> int:
 WHILE_LIVE = "Drawn when the run ends: this chart sums up the whole run."
 
 
-def held_while_live(style: FigureStyle = FigureStyle()) -> tuple[go.Figure, go.Figure, go.Figure]:
+def held_while_live(style: FigureStyle = FigureStyle()) -> tuple[Figure, Figure, Figure]:
     """The per-step, by-position and histogram charts while a run streams: each sums up the whole
     run, and redrawing the three at every update cost the browser 70 ms of the 160 ms its figures
     take, which a 2-core machine running browser and models took from the models (docs/benchmark.md,
     "In the app")."""
-    def held(title: str) -> go.Figure:
+    def held(title: str) -> Figure:
         return empty_figure(title, WHILE_LIVE, style, height=_height(style))     # the page keeps its layout
     return held(PER_STEP_TITLE), held(POSITION_TITLE), held(HISTOGRAM_TITLE)
 
 
-def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> Figure:
     """Bars of accepted drafts (of k drafted) per step, and the running tokens per step (accepted + 1)."""
     if trace is None or not trace.steps:
         return empty_figure(PER_STEP_TITLE, "No steps yet.", style)
@@ -92,7 +90,7 @@ def per_step_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> 
 
 
 def position_figure(trace: Trace | None, style: FigureStyle = FigureStyle(),
-                    server: ServerShare | None = None) -> go.Figure:
+                    server: ServerShare | None = None) -> Figure:
     """P(draft i accepted | it was verified) for each draft position i; with `server` (a vLLM run), the same
     from the server's /metrics counters over the run beside it, named as covering the whole server."""
     summary = None if trace is None else trace.summary
@@ -140,7 +138,7 @@ def _server_bars(server: ServerShare, positions: int) -> dict:
                              f"whole server<br>{server.note}<extra></extra>"}
 
 
-def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def histogram_figure(trace: Trace | None, style: FigureStyle = FigureStyle()) -> Figure:
     """Share of steps that accepted exactly n drafts, with the truncated geometric model overlaid."""
     summary = None if trace is None else trace.summary
     if summary is None or not summary.verify_steps:

@@ -12,11 +12,9 @@ import html
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import plotly.graph_objects as go
-
 from engine.records import EmittedToken
 from engine.formats.trace import Trace
-from specviz.figures.common import empty_figure, make_figure
+from specviz.figures.common import Figure, empty_figure, make_figure
 from specviz.style import COLORS, LABELS, TEXT_ON, FigureStyle
 from specviz.tokens import short, visible
 
@@ -53,7 +51,7 @@ def first_difference(runs: Sequence[Trace]) -> int | None:
     return next((i + 1 for i, (a, b) in enumerate(zip(*ids)) if a != b), None)
 
 
-def alignment_figure(runs: dict[str, Trace], style: FigureStyle = FigureStyle()) -> go.Figure:
+def alignment_figure(runs: dict[str, Trace], style: FigureStyle = FigureStyle()) -> Figure:
     """Runs by name (the first on top), each output token at its position on one shared x axis."""
     if not any(run.steps for run in runs.values()):
         return empty_figure(TITLE, "Press Run A and B.", style)

@@ -1,18 +1,33 @@
-"""Layout shared by every SpecViz figure, and the placeholder shown before any trace exists.
+"""What every SpecViz figure shares: the figure itself as dicts, the common look, and the placeholder shown
+before any trace exists.
 
-Figures are built in one shot, `go.Figure(data=[dicts], layout=dict)`: plotly validates
-once instead of on every `update_*` call, which is much faster (docs/benchmark.md) and
-matters when the page redraws after every step on a 2-core machine that is also running
-the models.
+A figure is built in one shot as dicts (`make_figure` returns a `Figure`) and sent without plotly.py's validation.
+plotly.py's `go.Figure` checks every property of every trace as it is built, then copies it all again to
+serialise it. The page redraws after each step on a 2-core machine that is also running the models, and that
+was most of a redraw's time (scripts/figure_send.py measures it: benchmarks/data/figure-send-*.json). A `Figure`
+keeps the dicts and writes the same JSON plotly.py writes: the layout's named template (SpecViz uses "none") is
+replaced by that template's content, and properties set to None are left out, as plotly.py leaves them out.
+gr.Plot sends a value that is no matplotlib, bokeh or altair figure as Plotly JSON through its `to_json()`, which
+is what `Figure` provides.
+
+What plotly.py's validation checked is still checked where it is worth its time: `Figure.plotly` builds (once)
+the validated `go.Figure` of the same spec, and reading `data` or `layout` reads that figure, so a test that
+reads a figure reads it the way plotly.py would, with its checks (a misspelt property raises there);
+tests/test_figure_json.py checks that every figure's JSON is the JSON plotly.py writes for it. Builders change
+the dicts (`traces`, `spec`), never the validated copy.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import html
+import json
 import re
 from typing import Any, Sequence
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from specviz.style import CHAR_EM, FigureStyle
 
@@ -23,10 +38,68 @@ MIN_COLUMNS = 8           # a step axis always has room for this many steps
 LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 WORD = re.compile(r"(?:<[^<>]*>|[^\s<]|<(?![^<>]*>))+")     # a run of non-spaces; a tag stays whole
 TAG = re.compile(r"<[^<>]*>")
+PLOTLY_VIEWS = frozenset({"data", "layout", "to_dict", "to_plotly_json"})       # read from Figure.plotly
+
+
+class Figure:
+    """A Plotly figure as `traces` (one dict each) and `spec` (the layout dict)."""
+
+    def __init__(self, traces: Sequence[dict[str, Any]], spec: dict[str, Any]):
+        self.traces = list(traces)
+        self.spec = spec
+
+    def to_json(self) -> str:
+        """The figure as Plotly JSON, as plotly.py writes it for the validated figure (what gr.Plot sends)."""
+        return pio.to_json({"data": [without_none(trace) for trace in self.traces],
+                            "layout": without_none(with_template(self.spec))}, validate=False)
+
+    @functools.cached_property
+    def plotly(self) -> go.Figure:
+        """The validated plotly.py figure of this spec (built on first use, from copies: plotly.py changes the dicts
+        it is given): for exports and for reading."""
+        return go.Figure(data=copy.deepcopy(self.traces), layout=copy.deepcopy(self.spec))
+
+    def __getattr__(self, name: str) -> Any:
+        """`data`, `layout` and plotly.py's dict of the figure come from the validated figure (`plotly`)."""
+        if name in PLOTLY_VIEWS:
+            return getattr(self.plotly, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        """Two figures are equal when the page would draw them the same: their JSON is the same."""
+        return isinstance(other, Figure) and json.loads(self.to_json()) == json.loads(other.to_json())
+
+    __hash__ = None                  # a figure's dicts can change, as a plotly.py figure's can
+
+    def __repr__(self) -> str:
+        title = ((self.spec.get("title") or {}).get("text") or "") if isinstance(self.spec.get("title"), dict) else ""
+        return f"Figure({len(self.traces)} traces, {title[:60]!r})"
+
+
+@functools.cache
+def template(name: str) -> dict[str, Any]:
+    """A named plotly.py template's content, as plotly.py writes it into a figure's layout."""
+    return pio.templates[name].to_plotly_json()
+
+
+def with_template(layout: dict[str, Any]) -> dict[str, Any]:
+    """`layout` with a template given by name replaced by its content (a template given as a dict stays)."""
+    name = layout.get("template")
+    return {**layout, "template": template(name)} if isinstance(name, str) else layout
+
+
+def without_none(value: Any) -> Any:
+    """`value` with every dict entry that is None left out, at every depth (plotly.py leaves unset properties out);
+    a None inside a list of values stays (Plotly's gap in a line, or a cell without a value)."""
+    if isinstance(value, dict):
+        return {key: without_none(item) for key, item in value.items() if item is not None}
+    if isinstance(value, (list, tuple)) and any(isinstance(item, (dict, list, tuple)) for item in value):
+        return [without_none(item) for item in value]
+    return value
 
 
 def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, style: FigureStyle, height: int,
-                **layout: Any) -> go.Figure:
+                **layout: Any) -> Figure:
     """A figure with the common look (bold title with a one-line explanation, legend under the plot);
     `layout` entries are merged over it (dicts merged key by key). Titles, subtitles and legend entries
     wrap to the width `style` knows (FigureStyle.line_px), so a phone or a projector clips none of them."""
@@ -65,7 +138,7 @@ def make_figure(traces: Sequence[dict[str, Any]], title: str, subtitle: str, sty
         "xaxis": axis(style),
         "yaxis": axis(style),
     }
-    return go.Figure(data=list(traces), layout=merge(base, layout))
+    return Figure(traces, merge(base, layout))
 
 
 def text_px(text: str, chars: int | None, size: int, leading: float = 1.35) -> int:
@@ -154,7 +227,7 @@ def run_points(points: Sequence[tuple[float, Any, float]], color: str, widest: f
             "marker": {"size": 6, "color": "rgba(0,0,0,0)", "line": {"color": color, "width": 1.5}}}
 
 
-def empty_figure(title: str, message: str, style: FigureStyle = FigureStyle(), height: int = 220) -> go.Figure:
+def empty_figure(title: str, message: str, style: FigureStyle = FigureStyle(), height: int = 220) -> Figure:
     """A figure with no data and a centred note, e.g. before the first run; `height` in pixels (keep the
     figure's own, where it stands in for one about to be drawn)."""
     return make_figure([], title, "", style, height=height, margin={"b": 20},

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from specviz.explore.gap import GapShares
-from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure
+from specviz.figures.common import Figure, LEGEND_ROOM, empty_figure, make_figure
 from specviz.style import COLORS, FigureStyle
 
 TITLE = "Measured vs the model: where the gap goes"
@@ -27,7 +25,7 @@ SHARES = (   # (field, legend name, colour, pattern, hover words for one k)
 )
 
 
-def gap_figure(shares: list[GapShares], temperature: float | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def gap_figure(shares: list[GapShares], temperature: float | None, style: FigureStyle = FigureStyle()) -> Figure:
     """The shares of each k's gap at `temperature` (an explanation instead when there are none)."""
     if not shares or temperature is None:
         return empty_figure(TITLE, "This sweep did not record the costs needed to split the gap.", style)

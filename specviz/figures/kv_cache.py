@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import plotly.graph_objects as go
-
 from engine.records import CacheLengths, StepRecord
 from engine.formats.trace import Trace
-from specviz.figures.common import axis, empty_figure, highlight, make_figure, step_window, x_range
+from specviz.figures.common import Figure, axis, empty_figure, highlight, make_figure, step_window, x_range
 from specviz.figures.tree_text import gather_sentence
 from specviz.run.step_detail import cache_sentence
 from specviz.style import COLORS, FigureStyle
@@ -45,7 +43,7 @@ STAGES = {               # stage -> (legend label, marker symbol, colour, x offs
 
 
 def kv_cache_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
-                    style: FigureStyle = FigureStyle()) -> go.Figure:
+                    style: FigureStyle = FigureStyle()) -> Figure:
     """Cache lengths of the target (and draft, when it has a cache) for every step of `trace`;
     `style.cache_steps` steps are shown around `selected_step` (the newest with `follow_end`)."""
     if trace is None or not trace.steps:

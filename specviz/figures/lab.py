@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from engine.lab import CachePositions, cache_positions
 from engine.formats.trace import Trace
-from specviz.figures.common import empty_figure, highlight, make_figure
+from specviz.figures.common import Figure, empty_figure, highlight, make_figure
 from specviz.figures.timeline import divergence_line
 from specviz.style import COLORS, FigureStyle
 
@@ -25,7 +23,7 @@ SUBTITLE = "above 0: stale (kept, no committed text) · below 0: missing (never 
 
 
 def drift_figure(trace: Trace | None, divergence: int | None = None, style: FigureStyle = FigureStyle(),
-                 selected: int | None = None, last_step: int | None = None) -> go.Figure:
+                 selected: int | None = None, last_step: int | None = None) -> Figure:
     """Stale (up) and missing (down) positions of the target and draft caches per step, the
     correct-cache line at 0, the divergence line and the selected step; the x axis runs to
     `last_step` when given, so every stage of a lab set is drawn on the same steps."""

@@ -25,13 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import plotly.graph_objects as go
-
 from engine.formats.trace import Trace
 from engine.load.batch_model import BatchModel, disagreements, later_steps, measured_model, why_sentence
 from engine.load.class_point import ClassPoint
 from engine.load.stats import RequestTimes, median_request_speed
-from specviz.figures.common import axis, empty_figure, legend_px, make_figure, text_px
+from specviz.figures.common import Figure, axis, empty_figure, legend_px, make_figure, text_px
 from specviz.quantities import ACCEPTANCE_RATE
 from specviz.style import COLORS, FigureStyle
 
@@ -196,7 +194,7 @@ def _x_axis(levels: Sequence[Level], style: FigureStyle, also: Sequence[float] =
 
 
 def _framed(traces: list[dict[str, Any]], title: str, subtitle: str, style: FigureStyle, plot_px: int,
-            **layout: Any) -> go.Figure:
+            **layout: Any) -> Figure:
     """make_figure with the title, subtitle and legend each as tall as their wrapped text, so a phone's longer lines
     never squeeze the plot (as the timeline does, specviz/figures/timeline.py)."""
     top = (text_px(f"<b>{title}</b>", style.line_chars(style.title_size, bold=True), style.title_size, 1.25)
@@ -221,7 +219,7 @@ def _line(levels: Sequence[Level], values: Sequence[float | None], name: str, me
 
 
 def throughput_figure(run: LoadRun | None, style: FigureStyle = FigureStyle(),
-                      point: ClassPoint | None = None) -> go.Figure:
+                      point: ClassPoint | None = None) -> Figure:
     """Tokens/s against N with and without speculation: the whole server's (left) and one request's (right); `point`,
     the page's own class on a vLLM server (engine/load/class_point.py), is drawn on both as a star."""
     title = "Throughput as requests pile up"
@@ -278,7 +276,7 @@ def _class_stars(point: ClassPoint, left: dict[str, str], right: dict[str, str])
                                                "from sent to done)<extra></extra>", **right}]
 
 
-def ratio_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def ratio_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> Figure:
     """Speculation's speed / the plain server's against N, with 1× drawn and the crossover marked and named."""
     title = "Does speculation still pay?"
     if run is None:
@@ -343,7 +341,7 @@ def _pair_words(level: Level, which: str) -> str:
     return f"{spec:.0f} tokens/s with, {plain:.0f} without"
 
 
-def acceptance_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def acceptance_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> Figure:
     """Each request's acceptance rate against N (a hollow point, nudged by prompt) and the level's pooled rate,
     with a sentence saying whether acceptance changed with load."""
     title = "Acceptance per request as requests pile up"
@@ -406,7 +404,7 @@ def acceptance_sentence(run: LoadRun) -> str:
             f"N = {first[prompt][0]} ({size * 100:.0f} points).{chance} {mix}")
 
 
-def step_cost_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def step_cost_figure(run: LoadRun | None, style: FigureStyle = FigureStyle()) -> Figure:
     """The speculative server's step time against N (measured) and its time per emitted token (derived)."""
     title = "The step's cost as the batch grows"
     if run is None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import plotly.graph_objects as go
-
 from engine.device_costs import DeviceCosts
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
+from specviz.figures.common import (LEGEND_ROOM, Figure, axis, empty_figure, legend_px, make_figure, merge, run_points,
+                                    text_px)
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, alpha_text, hover_tip,
                                 shown_alpha)
 from specviz.style import COLORS, SERIES, TITLE_INDENT, FigureStyle
@@ -46,7 +45,7 @@ SCALES = {
 }
 
 
-def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = FigureStyle()) -> Figure:
     """`metric` ("acceptance", "length" or "speedup") over k (x) x temperature (y); missing cells stay blank."""
     title, subtitle, value, text_format, quantity = METRICS[metric]
     if table is None or not table.cells:
@@ -96,7 +95,8 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         yaxis={"title": {"text": "T"}, "tickvals": list(range(len(temperatures))),
                "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
-    return figure.update_layout(title_pad_b=SUBTITLE_GAP)     # the title's automargin keeps it under the subtitle
+    figure.spec["title"] = merge(figure.spec["title"], {"pad": {"b": SUBTITLE_GAP}})   # the title's automargin
+    return figure                                                                       # keeps it under the subtitle
 
 
 OUTLINE_PX = 3               # the fastest k's outline; a star sits inside it, clear of it by STAR_GAP_PX
@@ -148,7 +148,7 @@ def multiplied(cell: SweepCell | None) -> tuple[float | None, float | None]:
 
 
 def theory_figure(table: SweepTable | None, temperature: float | None,
-                  style: FigureStyle = FigureStyle(), device_costs: DeviceCosts | None = None) -> go.Figure:
+                  style: FigureStyle = FigureStyle(), device_costs: DeviceCosts | None = None) -> Figure:
     """Measured tokens/step and speedup vs k at one temperature (each run a small point, the mean a
     large one), with the i.i.d. model at the temperature's α: ideal (verify costs one forward), at each
     k's measured draft and verify costs (specviz/explore/gap.py splits the gap to it) and, on a server that
@@ -271,7 +271,7 @@ def _cost_words(fit: Any, verify: list[tuple[int, float]]) -> str:
 
 
 def positions_figure(table: SweepTable | None, temperature: float | None,
-                     style: FigureStyle = FigureStyle()) -> go.Figure:
+                     style: FigureStyle = FigureStyle()) -> Figure:
     """P(draft i accepted | it was checked) by draft position i, one line per k, at one temperature."""
     title = BY_POSITION.name[:1].upper() + BY_POSITION.name[1:]
     if table is None or not table.cells or temperature not in table.temperatures:

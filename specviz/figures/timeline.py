@@ -24,12 +24,11 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
-
 from engine.config import SpecConfig
 from engine.records import StepRecord
 from engine.formats.trace import Trace, emitted_places
-from specviz.figures.common import empty_figure, highlight, legend_px, make_figure, step_window, text_px, x_range
+from specviz.figures.common import (Figure, empty_figure, highlight, legend_px, make_figure, step_window, text_px,
+                                    x_range)
 from specviz.other_engine import draft_label, draft_origin, no_numbers, target_label, unknown_legend
 from specviz.quantities import probability_text
 from specviz.run.step_reasons import carryover_sentence
@@ -73,7 +72,7 @@ class _Cells:
 
 
 def timeline_figure(trace: Trace | None, selected_step: int | None = None, follow_end: bool = False,
-                    style: FigureStyle = FigureStyle(), divergence: int | None = None, title: str = TITLE) -> go.Figure:
+                    style: FigureStyle = FigureStyle(), divergence: int | None = None, title: str = TITLE) -> Figure:
     """Timeline of `trace`; `selected_step` (a step index) is outlined and scrolled into view;
     `follow_end` shows the newest steps instead (while streaming); `divergence` (a step index)
     gets a red line where the output first leaves target-only decoding (lab mode); `title` names

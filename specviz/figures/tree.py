@@ -19,11 +19,9 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
-
 from engine.records import EmittedToken, StepRecord, TreeNode
 from engine.formats.trace import Trace
-from specviz.figures.common import LEGEND_ROOM, empty_figure, make_figure, wrap
+from specviz.figures.common import Figure, LEGEND_ROOM, empty_figure, make_figure, wrap
 from specviz.figures.tree_gather import AFTER_FORWARD, AFTER_GATHER, gather_panel, gather_tick_size
 from specviz.figures.tree_geometry import (TreeGeometry, fitted, gather_row_px, id_tag_size, line_chars,
                                            tree_geometry)
@@ -68,7 +66,7 @@ def is_tree_trace(trace: Trace | None) -> bool:
     return trace is not None and trace.config.is_tree
 
 
-def tree_figure(trace: Trace | None, selected_step: int | None = None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def tree_figure(trace: Trace | None, selected_step: int | None = None, style: FigureStyle = FigureStyle()) -> Figure:
     """The tree of the step whose index is `selected_step` (None: the newest step)."""
     if trace is None or not trace.steps:
         return empty_figure(TITLE, "No steps yet: press Run.", style)
@@ -78,7 +76,7 @@ def tree_figure(trace: Trace | None, selected_step: int | None = None, style: Fi
     return step_tree_figure(step, style)
 
 
-def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> go.Figure:
+def step_tree_figure(step: StepRecord, style: FigureStyle = FigureStyle()) -> Figure:
     """The figure for one tree step (see the module docstring): the tree above, the KV gather below."""
     tree = step.tree
     assert tree is not None, "step_tree_figure needs a tree step"

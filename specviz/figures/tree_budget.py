@@ -14,11 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import plotly.graph_objects as go
-
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import RunPoint, SweepTable
-from specviz.figures.common import LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
+from specviz.figures.common import Figure, LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
 from specviz.quantities import TOKENS_PER_STEP
 from specviz.style import COLORS, SERIES, FigureStyle
 
@@ -61,7 +59,7 @@ def budget_cells(table: SweepTable, k: int, temperature: float) -> list[SweepCel
     return [cell for cell in cells if cell is not None]
 
 
-def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyle()) -> go.Figure:
+def tree_budget_figure(table: SweepTable | None, style: FigureStyle = FigureStyle()) -> Figure:
     """The three panels over the node budgets, one line per temperature; a clear note without budgets."""
     if table is None or not table.cells:
         return empty_figure(TITLE, NO_SWEEP, style)

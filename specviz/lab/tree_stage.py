@@ -12,12 +12,10 @@ import statistics
 from dataclasses import dataclass
 from html import escape
 
-import plotly.graph_objects as go
-
 from engine.lab import TREE_STAGE
 from engine.metrics import step_costs
 from engine.formats.trace import Trace
-from specviz.figures.common import empty_figure
+from specviz.figures.common import Figure, empty_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.quantities import TOKENS_PER_STEP, Quantity, speed_note_html
 from specviz.style import FigureStyle
@@ -116,7 +114,7 @@ def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
     return f"{bought}; {cost}, {speeds}: {faster}."
 
 
-def chain_timeline(chain: Trace | None, tree: go.Figure, style: FigureStyle = FigureStyle()) -> go.Figure:
+def chain_timeline(chain: Trace | None, tree: Figure, style: FigureStyle = FigureStyle()) -> Figure:
     """Stage D's timeline, titled as the chain the tree is measured against, drawn above the tree's
     timeline `tree`: both get the same step axis (the union of their ranges), so step i of one sits
     over step i of the other."""
@@ -124,10 +122,11 @@ def chain_timeline(chain: Trace | None, tree: go.Figure, style: FigureStyle = Fi
         return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style)
     figure = timeline_figure(chain, selected_step=None, style=style,
                              title=f"{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}")
-    if tree.layout.xaxis.range and figure.layout.xaxis.range:
-        shared = [min(figure.layout.xaxis.range[0], tree.layout.xaxis.range[0]),
-                  max(figure.layout.xaxis.range[1], tree.layout.xaxis.range[1])]
-        figure.layout.xaxis.range = tree.layout.xaxis.range = shared
+    ranges = [drawn.spec.get("xaxis", {}).get("range") for drawn in (figure, tree)]
+    if all(ranges):
+        shared = [min(low for low, _ in ranges), max(high for _, high in ranges)]
+        for drawn in (figure, tree):
+            drawn.spec["xaxis"] = {**drawn.spec["xaxis"], "range": shared}
     return figure
 
 

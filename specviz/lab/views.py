@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Callable
 
-import plotly.graph_objects as go
-
 from engine.config import SpecConfig
 from engine.lab import LAB_STAGES, TREE_STAGE, cache_positions, first_divergence
 from engine.formats.trace import Trace
+from specviz.figures.common import Figure
 from specviz.figures.lab import drift_figure
 from specviz.figures.timeline import TITLE as TIMELINE_TITLE, timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
@@ -129,12 +128,12 @@ class LabViews(ComponentFields):
     status: str
     explanation: str
     verdict: str
-    chain_timeline: go.Figure | None        # the tree stage's chain (stage D) beside it; None (hidden) elsewhere
-    timeline: go.Figure
+    chain_timeline: Figure | None           # the tree stage's chain (stage D) beside it; None (hidden) elsewhere
+    timeline: Figure
     scrubber: Scrubber
     detail: str
-    tree: go.Figure | None                  # the selected step's draft tree; None (hidden) without one
-    drift: go.Figure
+    tree: Figure | None                     # the selected step's draft tree; None (hidden) without one
+    drift: Figure
 
     def outputs(self) -> tuple[Any, ...]:
         """The values in `names()` order; the scrubber as a slider update, the tree stage's figures shown only there."""
@@ -147,11 +146,11 @@ class LabViews(ComponentFields):
 class StepViews:
     """What changes when the selected step moves: the figures that mark it and its detail."""
 
-    timeline: go.Figure
+    timeline: Figure
     detail: str
-    drift: go.Figure
-    tree: go.Figure | None = None           # the selected step's draft tree (the tree stage)
-    chain: go.Figure | None = None          # the tree stage's chain (stage D), on the tree's step axis
+    drift: Figure
+    tree: Figure | None = None              # the selected step's draft tree (the tree stage)
+    chain: Figure | None = None             # the tree stage's chain (stage D), on the tree's step axis
 
 
 def render_lab(lab: LabSet | None, key: str, status: str, style: FigureStyle = FigureStyle(),

@@ -12,17 +12,17 @@ import zipfile
 from html import escape
 from pathlib import Path
 
-import plotly.graph_objects as go
 import plotly.io as pio
 
 from engine.formats.trace import Trace
+from specviz.figures.common import Figure
 
 KEEP_EXPORTS = 20         # export folders kept in the temp directory
 PLOTLY_JS = "plotly.min.js"
 ZIP_NAME = "specviz-export.zip"
 
 
-def export_files(trace: Trace, figures: dict[str, go.Figure], directory: Path,
+def export_files(trace: Trace, figures: dict[str, Figure], directory: Path,
                  step: int | None = None) -> list[Path]:
     """Write specviz-trace.json, specviz-<figure>.html for each figure, plotly.min.js (written once,
     loaded by every page) and specviz-export.zip holding them all, into `directory`; the zip first."""
@@ -40,7 +40,7 @@ def export_files(trace: Trace, figures: dict[str, go.Figure], directory: Path,
     if importlib.util.find_spec("kaleido") is not None:
         for name, fig in figures.items():
             png = directory / f"specviz-{name}.png"
-            fig.write_image(png, width=1400, height=fig.layout.height or 500, scale=1)
+            fig.plotly.write_image(png, width=1400, height=fig.plotly.layout.height or 500, scale=1)
             paths.append(png)
     archive = directory / ZIP_NAME
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
@@ -49,9 +49,9 @@ def export_files(trace: Trace, figures: dict[str, go.Figure], directory: Path,
     return [archive, *paths]
 
 
-def figure_page(trace: Trace, name: str, fig: go.Figure, step: int | None = None) -> str:
+def figure_page(trace: Trace, name: str, fig: Figure, step: int | None = None) -> str:
     """One figure as a page that loads plotly.min.js from its own folder."""
-    body = pio.to_html(fig, full_html=False, include_plotlyjs="directory", default_width="100%")
+    body = pio.to_html(fig.plotly, full_html=False, include_plotlyjs="directory", default_width="100%")
     where = f", step {step}" if step is not None else ""
     title = escape(f"SpecViz {name}: {trace.config.target or 'trace'} ({trace.summary.steps} steps{where})")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"

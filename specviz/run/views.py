@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any, Collection
 
 import gradio as gr
-import plotly.graph_objects as go
 
 from engine.formats.trace import Trace
 from specviz.figures.acceptance import held_while_live, histogram_figure, per_step_figure, position_figure
+from specviz.figures.common import Figure
 from specviz.figures.kv_cache import kv_cache_figure
 from specviz.figures.timeline import timeline_figure
 from specviz.figures.tree import is_tree_trace, tree_figure
@@ -36,12 +36,12 @@ class Views(ComponentFields):
     """One value per output component, in the order of `names()`."""
 
     trace: Trace | None
-    timeline: go.Figure
-    tree: go.Figure | None            # the selected step's draft tree; None (hidden) in a chain run
-    kv_cache: go.Figure
-    per_step: go.Figure
-    positions: go.Figure
-    histogram: go.Figure
+    timeline: Figure
+    tree: Figure | None               # the selected step's draft tree; None (hidden) in a chain run
+    kv_cache: Figure
+    per_step: Figure
+    positions: Figure
+    histogram: Figure
     scrubber: Scrubber
     detail: str
     output: str
@@ -84,7 +84,7 @@ def render(trace: Trace | None, status: str, selected: int | None = None, live: 
     )
 
 
-def shown_tree(figure: go.Figure | None) -> dict[str, Any]:
+def shown_tree(figure: Figure | None) -> dict[str, Any]:
     """The tree plot's update: `figure` shown, or the plot hidden (a chain run has no tree)."""
     return gr.update(value=figure, visible=True) if figure is not None else gr.update(value=None, visible=False)
 
