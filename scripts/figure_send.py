@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         document = {"schema": "specviz.figure-send/1", "what": __doc__.split("\n\n")[0], **provenance(argv),
                     "machine": machine_record(), "repeats": args.repeats, "rows": rows,
-                    "median_ratio": statistics.median(ratios)}
+                    "median_ratio": statistics.median(ratios), "lowest_ratio": ratios[0], "highest_ratio": ratios[-1]}
         args.out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     return 0
 

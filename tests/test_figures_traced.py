@@ -48,6 +48,13 @@ QUOTES = [
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
 DATA_FIGURES = [
+    ("docs/architecture.md", "alone\nran in {} s instead", "figure-send-2026-11-30.json", "upload_walk/after/wall_s", ".1f"),
+    ("docs/architecture.md", "s instead of {} s, one run", "figure-send-2026-11-30.json", "upload_walk/before/wall_s", ".1f"),
+    ("docs/architecture.md", "figures took {} ms a redraw validated", "figure-send-2026-11-30.json", "rows/18/validated_ms", ".2f"),
+    ("docs/architecture.md", "validated and {} ms as dicts", "figure-send-2026-11-30.json", "rows/18/dicts_ms", ".2f"),
+    ("docs/architecture.md", "as dicts\n({}x; from", "figure-send-2026-11-30.json", "rows/18/validated_over_dicts", ".1f"),
+    ("docs/architecture.md", "x; from {}x to", "figure-send-2026-11-30.json", "lowest_ratio", ".1f"),
+    ("docs/architecture.md", "x to {}x over every bundled trace", "figure-send-2026-11-30.json", "highest_ratio", ".1f"),
     ("docs/architecture.md", "a9429ee then ran the README's test command in {} s with", "suite-times-2026-11-30.json", "clean_clone_a9429ee_total_s", "d"),
     ("docs/architecture.md", "with installs ({} s, 235 s", "suite-times-2026-11-30.json", "runs/4/wall_s", "d"),
     ("docs/architecture.md", "s, {} s and 127 s for", "suite-times-2026-11-30.json", "runs/5/wall_s", "d"),
