@@ -41,18 +41,23 @@ SCREENS = {"laptop": (False, 1440), "phone": (False, 390), "projector": (True, 1
 
 
 def figures_of(trace: Trace, style: FigureStyle) -> list[Figure]:
-    return [value for value in render(trace, "", style=style).outputs() if isinstance(value, Figure)]
+    """The Run tab's figures for `trace` (a tree run's draft tree among them), freshly built."""
+    views = render(trace, "", style=style)
+    return [value for name in views.names() if isinstance(value := getattr(views, name), Figure)]
 
 
 def as_dicts(trace: Trace, style: FigureStyle) -> int:
+    """One redraw as SpecViz sends it; the bytes written (so nothing is optimised away)."""
     return sum(len(figure.to_json()) for figure in figures_of(trace, style))
 
 
 def validated(trace: Trace, style: FigureStyle) -> int:
+    """One redraw as plotly.py's validated figures of the same dicts, written as gr.Plot wrote them."""
     return sum(len(go.Figure(data=figure.traces, layout=figure.spec).to_json()) for figure in figures_of(trace, style))
 
 
-def median_ms(redraw: Callable[[], int], times: list[float]) -> None:
+def timed(redraw: Callable[[], int], times: list[float]) -> None:
+    """Run `redraw` once and add its milliseconds to `times`."""
     start = time.perf_counter()
     redraw()
     times.append(1000 * (time.perf_counter() - start))
@@ -66,7 +71,7 @@ def measure(trace: Trace, style: FigureStyle, repeats: int) -> dict[str, Any]:
         way(trace, style)
     for _ in range(repeats):
         for name, way in ways.items():
-            median_ms(lambda: way(trace, style), times[name])
+            timed(lambda: way(trace, style), times[name])
     medians = {name: round(statistics.median(values), 2) for name, values in times.items()}
     return {"figures": len(figures_of(trace, style)), **{f"{name}_ms": value for name, value in medians.items()},
             "validated_over_dicts": round(medians["validated"] / medians["dicts"], 1)}

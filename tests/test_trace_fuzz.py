@@ -35,11 +35,11 @@ from engine.formats.trace import Trace
 from document_walk import DELETE, fields, replaced
 from fakes import FakeRunner
 from specviz.assets import ASSETS_DIR
-from specviz.figures.common import Figure
 from specviz.run.handlers import Handlers
 from specviz.lab.views import REFERENCE, LabSet, render_lab
 from engine.formats.trace import first_steps
 from specviz.style import FigureStyle
+from test_upload_walk import shown
 from trace_factory import make_trace
 
 BUNDLED = sorted((ASSETS_DIR / "traces").glob("*.json"))
@@ -113,40 +113,31 @@ def _damage(data: st.DataObject, document: Any, path: tuple[Any, ...]) -> Any:
     return document
 
 
-def _shown(value: Any) -> None:
-    """Send `value` the way Gradio does: a figure as plotly JSON (gr.Plot), text as UTF-8, tuples item by item."""
-    if isinstance(value, Figure):
-        value.to_json()
-    elif isinstance(value, str):
-        value.encode("utf-8")
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            _shown(item)
 
 
 def _renders_every_step(handlers: Handlers, trace: Trace, uploaded: tuple[Any, ...]) -> None:
     """The Run tab's outputs, and the scrubber's figures and detail at every step (phone size)."""
-    _shown(uploaded)                                   # the first step selected
+    shown(uploaded)                                   # the first step selected
     for step in trace.steps:                           # figures outlining the step, and its detail
-        _shown(handlers.select_step(trace, step.index, False, PHONE))
+        shown(handlers.select_step(trace, step.index, False, PHONE))
 
 
 def _renders_everywhere(handlers: Handlers, trace: Trace, uploaded: tuple[Any, ...]) -> None:
     """Every view a loaded trace reaches, for every step; raises whatever a renderer raises."""
     _renders_every_step(handlers, trace, uploaded)
     for step in trace.steps:
-        _shown(handlers.select_step(trace, step.index, True, None))
-    _shown(handlers.restyle(trace, None, True, None, ""))
+        shown(handlers.select_step(trace, step.index, True, None))
+    shown(handlers.restyle(trace, None, True, None, ""))
     if trace.steps:
-        _shown(handlers.next_step(trace, trace.steps[0].index, False, PHONE))
-        _shown(handlers.previous_step(trace, trace.steps[-1].index, False, PHONE))
+        shown(handlers.next_step(trace, trace.steps[0].index, False, PHONE))
+        shown(handlers.previous_step(trace, trace.steps[-1].index, False, PHONE))
         for views in handlers.replay(trace, False, PHONE):     # the Run tab's outputs after each step
-            _shown(views)
+            shown(views)
     style = FigureStyle.for_screen(False, PHONE)
     for lab, key in ((LabSet({"A": trace, REFERENCE: _lab_reference()}, "recorded", True), "A"),
                      (LabSet({REFERENCE: trace, "B": _lab_reference()}, "recorded"), "B"),
                      (LabSet({REFERENCE: trace}, "recorded", False), REFERENCE)):
-        _shown(render_lab(lab, key, "", style).outputs())
+        shown(render_lab(lab, key, "", style).outputs())
     assert Trace.from_json(trace.to_json()) == trace
 
 

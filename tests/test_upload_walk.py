@@ -23,12 +23,14 @@ at its first place.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import re
 from typing import Any, Callable
 
 import gradio as gr
+import plotly.graph_objects as go
 import pytest
 
 from document_walk import DELETE, ODD_VALUES, fields, replaced, where
@@ -61,22 +63,33 @@ LOAD_LEVELS = 1             # levels kept of a bundled load run (N = 1: its one 
 TRACE_STEPS = 3             # steps kept of a bundled trace: the first (the prefill), a middle one, the last
 PHONE = (False, 300)        # the narrowest screen: every figure in its cramped layout
 REFUSED = re.compile(r"^Not a SpecViz (trace|race|sweep|load run): (?P<why>[^\n]*\S)$")
+PLOTLY_CHECKED: set[bytes] = set()      # digests of the figures plotly.py has accepted in this process
 WHOLE_DOCUMENT = ("the document", "the load document", "top level", "a JSON object", "schema")    # what a refusal of the root names
 
 
-def _shown(value: Any) -> None:
-    """Send `value` the way Gradio does: a figure as Plotly JSON (gr.Plot), text as UTF-8, updates and
-    tuples item by item."""
+def shown(value: Any) -> None:
+    """Send `value` the way Gradio does: a figure as Plotly JSON (gr.Plot), which plotly.py's checks must accept;
+    text as UTF-8; updates and tuples item by item."""
     if isinstance(value, Figure):
-        value.to_json()
+        accepted_by_plotly(value.to_json())
     elif isinstance(value, str):
         value.encode("utf-8")
     elif isinstance(value, dict):
         for item in value.values():
-            _shown(item)
+            shown(item)
     elif isinstance(value, (tuple, list)):
         for item in value:
-            _shown(item)
+            shown(item)
+
+
+def accepted_by_plotly(figure_json: str) -> None:
+    """plotly.py's validation of a figure as it is sent (it raises ValueError naming a value a property does not
+    take): the app sends figures unvalidated (specviz/figures/common.py), so a damaged file's value that reaches a
+    figure is checked here. Each distinct figure once: most damage leaves most figures as they were."""
+    digest = hashlib.blake2b(figure_json.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    if digest not in PLOTLY_CHECKED:
+        go.Figure(json.loads(figure_json))
+        PLOTLY_CHECKED.add(digest)
 
 
 # --- what each kind of file reaches once accepted --------------------------------------------------
@@ -89,9 +102,9 @@ def trace_views(data: bytes) -> None:
     handlers = Handlers(FakeRunner(), replay_delay=0.0)
     uploaded = handlers.upload(data, *PHONE)
     trace = uploaded[0]
-    _shown(uploaded)
+    shown(uploaded)
     for step in trace.steps:
-        _shown(handlers.select_step(trace, step.index, *PHONE))
+        shown(handlers.select_step(trace, step.index, *PHONE))
 
 
 def read_race(data: bytes) -> Any:
@@ -100,7 +113,7 @@ def read_race(data: bytes) -> Any:
 
 def race_views(data: bytes) -> None:
     race, html, status = RaceHandlers(FakeRunner()).upload(data)
-    _shown((html, status))
+    shown((html, status))
     Race.from_json(race.to_json())
 
 
@@ -114,12 +127,12 @@ def sweep_views(data: bytes) -> None:
     explore, trees = ExploreHandlers(FakeRunner()), TreeHandlers()
     views = explore.upload(data, *PHONE)
     table = views[0]
-    _shown(views)
+    shown(views)
     for temperature in table.temperatures:
-        _shown(explore.select_temperature(table, temperature, *PHONE))
-    _shown(settings_values(table, list(KS), []))
-    _shown(settings_note(table, "the uploaded sweep's", list(KS), []))
-    _shown(trees.upload(data, *PHONE))
+        shown(explore.select_temperature(table, temperature, *PHONE))
+    shown(settings_values(table, list(KS), []))
+    shown(settings_note(table, "the uploaded sweep's", list(KS), []))
+    shown(trees.upload(data, *PHONE))
     SweepTable.from_json(table.to_json())
     table.to_csv()
 
@@ -134,10 +147,10 @@ def load_views(data: bytes) -> None:
     handlers = LoadHandlers(None, "")
     views = handlers.upload(data, *PHONE)
     document = views[0]
-    _shown(views)
-    _shown(handlers.restyle(document, "", True, 1280))
+    shown(views)
+    shown(handlers.restyle(document, "", True, 1280))
     for level in document["servers"][0]["levels"]:
-        _shown(handlers.select_level(document, level["concurrency"]))
+        shown(handlers.select_level(document, level["concurrency"]))
         for _, index in request_choices(document, level["concurrency"]):
             opened_views(handlers.open_request(document, level["concurrency"], index))
 
@@ -270,6 +283,23 @@ def test_a_reader_that_lets_a_bad_value_through_is_caught(monkeypatch):
     monkeypatch.setitem(reader.RANGES, "draft_cost", (None, None))
     problems = walk("sweep", "qwen-coder-trees.json", within=("cells",))
     assert "cells[0].draft_cost = -0.5: ZeroDivisionError: float division by zero" in problems, problems[:5]
+
+
+def test_a_figure_plotly_refuses_is_caught(monkeypatch):
+    """The app sends figures unvalidated, so the walk checks them: plant a histogram that a damaged prompt turns
+    invalid (a negative tick count on its axis) and the walk reports plotly.py's refusal for that field."""
+    import specviz.run.views as run_views
+    real = run_views.histogram_figure
+    original = Trace.from_json(document("trace", "sampled")).prompt.text
+
+    def planted(trace, style=None):
+        figure = real(trace, style=style)
+        return figure if trace is None or trace.prompt.text == original else figure.with_layout(xaxis={"nticks": -1})
+
+    monkeypatch.setattr(run_views, "histogram_figure", planted)
+    problems = walk("trace", "sampled", within=("prompt",))
+    assert any(problem.startswith("prompt.text = ") and "ValueError" in problem and "nticks" in problem
+               for problem in problems), problems[:5]
 
 
 def test_a_refusal_without_the_fields_path_is_caught(monkeypatch):

@@ -1,1 +1,2 @@
-"""Plotly figures of a Trace: pure functions `Trace -> Figure` (specviz/figures/common.py: the dicts Plotly draws), testable through `fig.data`."""
+"""Plotly figures of a Trace: pure functions `Trace -> Figure` (specviz/figures/common.py: the dicts Plotly
+draws), testable through `fig.data`."""

@@ -13,8 +13,9 @@ is what `Figure` provides.
 What plotly.py's validation checked is still checked where it is worth its time: `Figure.plotly` builds (once)
 the validated `go.Figure` of the same spec, and reading `data` or `layout` reads that figure, so a test that
 reads a figure reads it the way plotly.py would, with its checks (a misspelt property raises there);
-tests/test_figure_json.py checks that every figure's JSON is the JSON plotly.py writes for it. Builders change
-the dicts (`traces`, `spec`), never the validated copy.
+tests/test_figure_json.py checks that the JSON of every view's figures (each bundled file's, the Lab's, Compare's,
+a live run's) is the JSON plotly.py writes for them. Builders make new figures (`Figure.with_layout`) rather than
+change a figure's dicts in place: a validated copy already read would not see the change.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class Figure:
         self.traces = list(traces)
         self.spec = spec
 
+    def with_layout(self, **changes: Any) -> Figure:
+        """A new figure with `changes` merged into the layout (nested dicts key by key); this one is left as it is
+        (its validated copy, once read, would not see a change made in place)."""
+        return Figure(self.traces, merge(self.spec, changes))
+
     def to_json(self) -> str:
         """The figure as Plotly JSON, as plotly.py writes it for the validated figure (what gr.Plot sends)."""
         return pio.to_json({"data": [without_none(trace) for trace in self.traces],
@@ -67,12 +73,14 @@ class Figure:
 
     def __eq__(self, other: object) -> bool:
         """Two figures are equal when the page would draw them the same: their JSON is the same."""
-        return isinstance(other, Figure) and json.loads(self.to_json()) == json.loads(other.to_json())
+        if not isinstance(other, Figure):
+            return NotImplemented
+        return json.loads(self.to_json()) == json.loads(other.to_json())
 
     __hash__ = None                  # a figure's dicts can change, as a plotly.py figure's can
 
     def __repr__(self) -> str:
-        title = ((self.spec.get("title") or {}).get("text") or "") if isinstance(self.spec.get("title"), dict) else ""
+        title = self.spec["title"].get("text") or "" if isinstance(self.spec.get("title"), dict) else ""
         return f"Figure({len(self.traces)} traces, {title[:60]!r})"
 
 
@@ -83,8 +91,9 @@ def template(name: str) -> dict[str, Any]:
 
 
 def with_template(layout: dict[str, Any]) -> dict[str, Any]:
-    """`layout` with a template given by name replaced by its content (a template given as a dict stays)."""
-    name = layout.get("template")
+    """`layout` with its template given by name replaced by its content, as plotly.py writes it (no template: plotly.py's
+    default one; a template given as a dict stays)."""
+    name = layout.get("template", pio.templates.default)
     return {**layout, "template": template(name)} if isinstance(name, str) else layout
 
 

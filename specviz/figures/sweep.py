@@ -17,7 +17,7 @@ from engine.device_costs import DeviceCosts
 from engine.metrics import expected_speedup, expected_tokens_per_step
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import SweepTable
-from specviz.figures.common import (LEGEND_ROOM, Figure, axis, empty_figure, legend_px, make_figure, merge, run_points,
+from specviz.figures.common import (LEGEND_ROOM, Figure, axis, empty_figure, legend_px, make_figure, run_points,
                                     text_px)
 from specviz.quantities import (ACCEPTANCE_RATE, ALPHA, BY_POSITION, TOKENS_PER_STEP, Quantity, alpha_text, hover_tip,
                                 shown_alpha)
@@ -95,8 +95,7 @@ def heatmap_figure(table: SweepTable | None, metric: str, style: FigureStyle = F
         yaxis={"title": {"text": "T"}, "tickvals": list(range(len(temperatures))),
                "ticktext": [f"{t:g}" for t in temperatures], "showgrid": False, "zeroline": False,
                "fixedrange": True, "range": [-0.5, len(temperatures) - 0.5]})
-    figure.spec["title"] = merge(figure.spec["title"], {"pad": {"b": SUBTITLE_GAP}})   # the title's automargin
-    return figure                                                                       # keeps it under the subtitle
+    return figure.with_layout(title={"pad": {"b": SUBTITLE_GAP}})     # automargin keeps the title under the subtitle
 
 
 OUTLINE_PX = 3               # the fastest k's outline; a star sits inside it, clear of it by STAR_GAP_PX

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from engine.formats.sweep_format import SweepCell
 from engine.formats.sweep_reader import RunPoint, SweepTable
-from specviz.figures.common import Figure, LEGEND_ROOM, axis, empty_figure, legend_px, make_figure, run_points, text_px
+from specviz.figures.common import (LEGEND_ROOM, Figure, axis, empty_figure, legend_px, make_figure, run_points,
+                                    text_px)
 from specviz.quantities import TOKENS_PER_STEP
 from specviz.style import COLORS, SERIES, FigureStyle
 

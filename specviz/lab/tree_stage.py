@@ -114,20 +114,19 @@ def tree_sentence(chain: RunFacts | None, tree: RunFacts) -> str:
     return f"{bought}; {cost}, {speeds}: {faster}."
 
 
-def chain_timeline(chain: Trace | None, tree: Figure, style: FigureStyle = FigureStyle()) -> Figure:
+def chain_timeline(chain: Trace | None, tree: Figure, style: FigureStyle = FigureStyle()) -> tuple[Figure, Figure]:
     """Stage D's timeline, titled as the chain the tree is measured against, drawn above the tree's
-    timeline `tree`: both get the same step axis (the union of their ranges), so step i of one sits
-    over step i of the other."""
+    timeline `tree`, and the tree's timeline again: both on the same step axis (the union of their ranges), so
+    step i of one sits over step i of the other. New figures: `tree` is left as it was."""
     if chain is None or not chain.steps:
-        return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style)
+        return empty_figure(CHAIN_TITLE, "No chain run (stage D) to compare with: run the lab.", style), tree
     figure = timeline_figure(chain, selected_step=None, style=style,
                              title=f"{escape(CHAIN_TITLE)}: the same prompt, k = {chain.config.k}")
     ranges = [drawn.spec.get("xaxis", {}).get("range") for drawn in (figure, tree)]
-    if all(ranges):
-        shared = [min(low for low, _ in ranges), max(high for _, high in ranges)]
-        for drawn in (figure, tree):
-            drawn.spec["xaxis"] = {**drawn.spec["xaxis"], "range": shared}
-    return figure
+    if not all(ranges):
+        return figure, tree
+    shared = [min(low for low, _ in ranges), max(high for _, high in ranges)]
+    return figure.with_layout(xaxis={"range": shared}), tree.with_layout(xaxis={"range": shared})
 
 
 def is_tree_stage(key: str) -> bool:

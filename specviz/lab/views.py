@@ -193,7 +193,7 @@ def render_step(lab: LabSet | None, key: str, index: int | None, style: FigureSt
     detail = step_detail_html(trace, step) + step_caches_html(trace, step)
     title = f"Tree (stage T): up to {trace.config.tree_nodes} nodes a step" if tree_stage else TIMELINE_TITLE
     timeline = timeline_figure(trace, selected_step=step, style=style, divergence=divergence, title=title)
-    chain = chain_timeline(reference, timeline, style) if tree_stage else None
+    chain, timeline = chain_timeline(reference, timeline, style) if tree_stage else (None, timeline)
     return StepViews(timeline, detail, drift_figure(trace, divergence, style=style, selected=step, last_step=last_step),
                      tree_figure(trace, selected_step=step, style=style) if is_tree_trace(trace) else None, chain)
 
