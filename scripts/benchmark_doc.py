@@ -48,21 +48,24 @@ class Run:
 
 
 RUNS = (
-    Run("bench-vllm-peer-int4-2026-11-29.json", "AVX-512 + BF16",
+    Run("bench-vllm-peer-2026-11-30.json", "AVX-512 + BF16",
         "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
     Run("bench-avx2-2026-11-28.json", "AVX2 (no AVX-512)",
         "python bench.py --peer vllm --vllm-bind-all --temperatures 0",
         " (the file does not record its command: these are the options its rows imply)"),
 )
 # Earlier runs on the AVX-512 machine, kept for what the current one does not measure: vLLM on its own core binding
-# beside both cores and with its CPU sampler as shipped (11-28), the first run with the sampler fixed (11-29), and
-# the first with the bfloat16 target (11-29 evening, before the int4 draft).
+# beside both cores and with its CPU sampler as shipped (11-28), the first run with the sampler fixed (11-29), the
+# first with the bfloat16 target (11-29 evening, before the int4 draft), and the first with the int4 draft (11-29
+# night, before the CPU draw of 11-30).
 EARLIER = (
     Run("bench-vllm-peer-2026-11-28.json", "AVX-512",
         "python bench.py --peer vllm --vllm-bindings auto,all --no-startup"),
     Run("bench-vllm-peer-fixed-2026-11-29.json", "AVX-512",
         "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
     Run("bench-vllm-peer-bf16-2026-11-29.json", "AVX-512 + BF16",
+        "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
+    Run("bench-vllm-peer-int4-2026-11-29.json", "AVX-512 + BF16",
         "python bench.py --peer vllm --vllm-bindings all --vllm-fix-cpu-sampler --no-startup"),
 )
 RERUN = "bench-default-rows-2026-11-28.json"
@@ -433,7 +436,7 @@ def blocks() -> dict[str, str]:
     """Every generated block, by name."""
     return {"readme-speed": readme_block(), "cpu-avx512": cpu_block(RUNS[0]), "cpu-avx2": cpu_block(RUNS[1]),
             "cpu-avx512-2026-11-28": cpu_block(EARLIER[0]), "cpu-avx512-fixed": cpu_block(EARLIER[1]),
-            "cpu-avx512-bf16": cpu_block(EARLIER[2]),
+            "cpu-avx512-bf16": cpu_block(EARLIER[2]), "cpu-avx512-int4": cpu_block(EARLIER[3]),
             "peer-verdict": verdict_block(), "phases": phases_block(),
             "prepacked-rerun": rerun_block(), "int4-k-scan": k_scan_block(), "cost-model": cost_model_block(),
             "vllm-audit": audit_block(),
