@@ -48,6 +48,10 @@ QUOTES = [
 
 # (document, text with {} where the figure sits, saved run in benchmarks/data, path in it, format spec)
 DATA_FIGURES = [
+    ("docs/architecture.md", "sent as dicts, in {} s (", "suite-times-2026-11-30.json", "clean_clone_32aad64_total_s", "d"),
+    ("docs/architecture.md", "in 1632 s ({} s, 241 s", "suite-times-2026-11-30.json", "runs/10/wall_s", "d"),
+    ("docs/architecture.md", "(1106 s, {} s and 130 s)", "suite-times-2026-11-30.json", "runs/11/wall_s", "d"),
+    ("docs/architecture.md", "241 s and {} s), the machine", "suite-times-2026-11-30.json", "runs/12/wall_s", "d"),
     ("docs/architecture.md", "alone\nran in {} s instead", "figure-send-2026-11-30.json", "upload_walk/after/wall_s", ".1f"),
     ("docs/architecture.md", "s instead of {} s, one run", "figure-send-2026-11-30.json", "upload_walk/before/wall_s", ".1f"),
     ("docs/architecture.md", "figures took {} ms a redraw validated", "figure-send-2026-11-30.json", "rows/18/validated_ms", ".2f"),
@@ -58,7 +62,7 @@ DATA_FIGURES = [
     ("docs/architecture.md", "a9429ee then ran the README's test command in {} s with", "suite-times-2026-11-30.json", "clean_clone_a9429ee_total_s", "d"),
     ("docs/architecture.md", "with installs ({} s, 235 s", "suite-times-2026-11-30.json", "runs/4/wall_s", "d"),
     ("docs/architecture.md", "s, {} s and 127 s for", "suite-times-2026-11-30.json", "runs/5/wall_s", "d"),
-    ("docs/architecture.md", "s and {} s for the three passes).", "suite-times-2026-11-30.json", "runs/6/wall_s", "d"),
+    ("docs/architecture.md", "s and {} s for the three passes),", "suite-times-2026-11-30.json", "runs/6/wall_s", "d"),
     ("docs/architecture.md", "pass 1 took {} s, 2608", "suite-times-2026-11-30.json", "runs/0/wall_s", ".1f"),
     ("docs/architecture.md", "s, {} s of test time summed", "suite-times-2026-11-30.json", "runs/0/test_seconds_summed", ".1f"),
     ("docs/architecture.md", "workers, {} s of that in the", "suite-times-2026-11-30.json", "runs/0/browser_modules_s", ".1f"),
