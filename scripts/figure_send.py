@@ -67,7 +67,7 @@ def measure(trace: Trace, style: FigureStyle, repeats: int) -> dict[str, Any]:
     """The median of `repeats` redraws each way, alternated (after one of each to warm up)."""
     ways = {"dicts": as_dicts, "validated": validated}
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for name, way in ways.items():
+    for way in ways.values():
         way(trace, style)
     for _ in range(repeats):
         for name, way in ways.items():

@@ -113,11 +113,9 @@ def _damage(data: st.DataObject, document: Any, path: tuple[Any, ...]) -> Any:
     return document
 
 
-
-
 def _renders_every_step(handlers: Handlers, trace: Trace, uploaded: tuple[Any, ...]) -> None:
     """The Run tab's outputs, and the scrubber's figures and detail at every step (phone size)."""
-    shown(uploaded)                                   # the first step selected
+    shown(uploaded)                                    # the first step selected
     for step in trace.steps:                           # figures outlining the step, and its detail
         shown(handlers.select_step(trace, step.index, False, PHONE))
 
